@@ -1,0 +1,1 @@
+"""Data contracts spoken across every service boundary. Pure pydantic: no I/O in this package."""
