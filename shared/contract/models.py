@@ -99,3 +99,12 @@ class Usage(Contract):
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+class ControlUpdate(Contract):
+    """Broadcast on `P.control.<topic>` after the value was put to the control KV bucket.
+    `revision` is the KV revision, so readers apply each key's values in order, once."""
+
+    key: str
+    revision: int
+    value: Any = None

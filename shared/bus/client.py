@@ -1,0 +1,136 @@
+"""The NATS connection every service uses: reconnect forever, a short ping, a bounded first
+connect, JSON contract codec, and trace headers on everything sent."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import nats
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+from pydantic import BaseModel
+
+from shared.bus.names import Names, Subjects, names_for, subjects_for
+from shared.bus.tracing import inject_headers
+from shared.settings import Settings
+
+log = logging.getLogger("agentix.bus")
+M = TypeVar("M", bound=BaseModel)
+Callback = Callable[[], Awaitable[None]]
+
+
+class BusUnavailable(ConnectionError):
+    """NATS could not be reached within the connect timeout."""
+
+
+def encode(model: BaseModel) -> bytes:
+    return model.model_dump_json(exclude_none=True, by_alias=True).encode()
+
+
+class Bus:
+    """A connected NATS client with JetStream, the deployment's names, and typed helpers."""
+
+    def __init__(self, nc: Client, settings: Settings, name: str) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.settings = settings
+        self.name = name
+        self.subjects: Subjects = subjects_for(settings)
+        self.names: Names = names_for(settings)
+        self.reconnects = 0
+        self._on_reconnect: list[Callback] = []
+
+    @classmethod
+    async def connect(cls, settings: Settings, name: str) -> Bus:
+        holder: dict[str, Bus] = {}
+
+        async def error_cb(exc: Exception) -> None:
+            log.warning("nats error (%s): %s", name, exc)
+
+        async def disconnected_cb() -> None:
+            log.warning("nats disconnected (%s)", name)
+
+        async def reconnected_cb() -> None:
+            bus = holder.get("bus")
+            if bus is None:
+                return
+            bus.reconnects += 1
+            log.info("nats reconnected (%s)", name)
+            for cb in list(bus._on_reconnect):
+                try:
+                    await cb()
+                except Exception:
+                    log.exception("reconnect callback failed")
+
+        try:
+            # max_reconnect_attempts=-1 makes connect() retry forever, so bound the first one.
+            nc = await asyncio.wait_for(
+                nats.connect(
+                    servers=settings.nats_servers,
+                    name=name,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=1,
+                    ping_interval=10,
+                    max_outstanding_pings=3,
+                    allow_reconnect=True,
+                    error_cb=error_cb,
+                    disconnected_cb=disconnected_cb,
+                    reconnected_cb=reconnected_cb,
+                ),
+                timeout=settings.nats_connect_timeout_s,
+            )
+        except (TimeoutError, OSError, nats.errors.NoServersError) as exc:
+            raise BusUnavailable(f"NATS not reachable at {settings.nats_servers}: {exc}") from exc
+        bus = cls(nc, settings, name)
+        holder["bus"] = bus
+        return bus
+
+    def on_reconnect(self, callback: Callback) -> None:
+        """Run `callback` after every reconnect (e.g. to re-create a KV watcher)."""
+        self._on_reconnect.append(callback)
+
+    @property
+    def connected(self) -> bool:
+        return self.nc.is_connected
+
+    async def declare(self) -> None:
+        from shared.bus.streams import declare_all
+
+        await declare_all(self)
+
+    async def publish(self, subject: str, model: BaseModel, headers: dict[str, str] | None = None) -> None:
+        await self.nc.publish(subject, encode(model), headers=inject_headers(headers))
+
+    async def js_publish(
+        self, subject: str, model: BaseModel, msg_id: str | None = None, headers: dict[str, str] | None = None
+    ) -> PubAck:
+        hdrs = inject_headers(headers)
+        if msg_id:
+            hdrs["Nats-Msg-Id"] = msg_id
+        return await self.js.publish(subject, encode(model), headers=hdrs)
+
+    async def request(
+        self,
+        subject: str,
+        model: BaseModel,
+        reply_type: type[M],
+        timeout: float = 2.0,
+        headers: dict[str, str] | None = None,
+    ) -> M:
+        msg = await self.nc.request(subject, encode(model), timeout=timeout, headers=inject_headers(headers))
+        return reply_type.model_validate_json(msg.data)
+
+    async def request_raw(self, subject: str, payload: bytes, timeout: float = 2.0) -> Any:
+        return await self.nc.request(subject, payload, timeout=timeout, headers=inject_headers())
+
+    async def close(self) -> None:
+        if self.nc.is_closed:
+            return
+        try:
+            await asyncio.wait_for(self.nc.drain(), timeout=5)
+        except Exception:
+            await self.nc.close()

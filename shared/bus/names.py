@@ -1,0 +1,114 @@
+"""Subject, stream, consumer and bucket names, all derived from the configured prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.settings import Settings
+
+ToolService = Literal["go", "py"]
+
+
+@dataclass(frozen=True)
+class Subjects:
+    prefix: str
+
+    @property
+    def tasks_submit(self) -> str:
+        return f"{self.prefix}.tasks.submit"
+
+    @property
+    def tasks_resume(self) -> str:
+        return f"{self.prefix}.tasks.resume"
+
+    def cancel(self, task_id: str) -> str:
+        return f"{self.prefix}.tasks.cancel.{task_id}"
+
+    @property
+    def cancel_all(self) -> str:
+        return f"{self.prefix}.tasks.cancel.*"
+
+    def events(self, task_id: str, channel: str) -> str:
+        return f"{self.prefix}.events.{task_id}.{channel}"
+
+    def events_all(self, task_id: str) -> str:
+        return f"{self.prefix}.events.{task_id}.>"
+
+    def tool(self, service: ToolService, tool: str) -> str:
+        return f"{self.prefix}.tools.{service}.{tool}"
+
+    def list_tools(self, service: ToolService) -> str:
+        return self.tool(service, "list_tools")
+
+    @property
+    def control_models(self) -> str:
+        return f"{self.prefix}.control.models"
+
+    @property
+    def control_prompts(self) -> str:
+        return f"{self.prefix}.control.prompts"
+
+    def control(self, topic: str) -> str:
+        return f"{self.prefix}.control.{topic}"
+
+    def heartbeat(self, service: str, instance: str) -> str:
+        return f"{self.prefix}.heartbeat.{service}.{instance}"
+
+    @property
+    def heartbeat_all(self) -> str:
+        return f"{self.prefix}.heartbeat.>"
+
+    def health(self, service: str) -> str:
+        return f"{self.prefix}.health.{service}"
+
+    @property
+    def ingest_jobs(self) -> str:
+        return f"{self.prefix}.ingest.jobs"
+
+    def kb_changed(self, kb: str) -> str:
+        return f"{self.prefix}.kb.changed.{kb}"
+
+
+@dataclass(frozen=True)
+class Names:
+    """JetStream names. Defaults match BUS.md (`AGENTIX_TASKS`, `agentix_control`, …)."""
+
+    stream_prefix: str
+    bucket_prefix: str
+
+    @property
+    def tasks_stream(self) -> str:
+        return f"{self.stream_prefix}_TASKS"
+
+    @property
+    def events_stream(self) -> str:
+        return f"{self.stream_prefix}_EVENTS"
+
+    @property
+    def ingest_stream(self) -> str:
+        return f"{self.stream_prefix}_INGEST"
+
+    dispatcher_consumer: str = "dispatcher"
+    recorder_consumer: str = "recorder"
+    ingest_consumer: str = "ingest"
+
+    @property
+    def control_bucket(self) -> str:
+        return f"{self.bucket_prefix}_control"
+
+    @property
+    def checkpoints_bucket(self) -> str:
+        return f"{self.bucket_prefix}_checkpoints"
+
+    @property
+    def reports_bucket(self) -> str:
+        return f"{self.bucket_prefix}_reports"
+
+
+def subjects_for(settings: Settings) -> Subjects:
+    return Subjects(settings.subject_prefix)
+
+
+def names_for(settings: Settings) -> Names:
+    return Names(settings.stream_prefix, settings.bucket_prefix)

@@ -1,0 +1,149 @@
+"""One idempotent declaration of every stream, consumer, KV bucket and object store (BUS.md).
+Whichever service starts first creates them; the others find them in place."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    KeyValueConfig,
+    ObjectStoreConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+
+if TYPE_CHECKING:
+    from shared.bus.client import Bus
+
+log = logging.getLogger("agentix.bus.streams")
+
+CHECKPOINT_TTL_S = 30 * 24 * 3600
+
+
+async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
+    try:
+        await bus.js.stream_info(config.name)
+    except NotFoundError:
+        try:
+            await bus.js.add_stream(config)
+            return
+        except BadRequestError:  # created concurrently by another service
+            pass
+    try:
+        await bus.js.update_stream(config)
+    except BadRequestError as exc:
+        log.warning("stream %s exists with a different config that cannot be updated: %s", config.name, exc)
+
+
+async def _ensure_consumer(bus: Bus, stream: str, config: ConsumerConfig) -> None:
+    try:
+        await bus.js.add_consumer(stream, config)
+    except BadRequestError as exc:
+        log.warning("consumer %s on %s exists with another config: %s", config.durable_name, stream, exc)
+
+
+async def declare_all(bus: Bus) -> None:
+    s, n, cfg = bus.subjects, bus.names, bus.settings
+    replicas = cfg.js_replicas
+
+    await _ensure_stream(
+        bus,
+        StreamConfig(
+            name=n.tasks_stream,
+            subjects=[s.tasks_submit, s.tasks_resume],
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
+            duplicate_window=120.0,
+        ),
+    )
+    await _ensure_consumer(
+        bus,
+        n.tasks_stream,
+        ConsumerConfig(
+            durable_name=n.dispatcher_consumer,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=cfg.task_ack_wait_s,
+            max_deliver=cfg.task_max_deliver,
+            max_ack_pending=cfg.task_max_ack_pending,
+        ),
+    )
+
+    await _ensure_stream(
+        bus,
+        StreamConfig(
+            name=n.events_stream,
+            subjects=[f"{s.prefix}.events.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
+            max_age=float(cfg.events_max_age_s),
+            max_bytes=cfg.events_max_bytes,
+            discard=DiscardPolicy.OLD,
+        ),
+    )
+    await _ensure_consumer(
+        bus,
+        n.events_stream,
+        ConsumerConfig(
+            durable_name=n.recorder_consumer,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subjects=[f"{s.prefix}.events.*.status", f"{s.prefix}.events.*.exec"],
+            ack_wait=30.0,
+            max_deliver=20,
+            max_ack_pending=1000,
+        ),
+    )
+
+    await _ensure_stream(
+        bus,
+        StreamConfig(
+            name=n.ingest_stream,
+            subjects=[s.ingest_jobs],
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
+            duplicate_window=120.0,
+        ),
+    )
+    await _ensure_consumer(
+        bus,
+        n.ingest_stream,
+        ConsumerConfig(
+            durable_name=n.ingest_consumer,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=cfg.ingest_ack_wait_s,
+            max_deliver=cfg.ingest_max_deliver,
+            max_ack_pending=cfg.ingest_max_ack_pending,
+        ),
+    )
+
+    await _ensure_kv(bus, KeyValueConfig(bucket=n.control_bucket, history=5, replicas=replicas))
+    await _ensure_kv(
+        bus, KeyValueConfig(bucket=n.checkpoints_bucket, history=1, ttl=CHECKPOINT_TTL_S, replicas=replicas)
+    )
+    try:
+        await bus.js.object_store(n.reports_bucket)
+    except (NotFoundError, BadRequestError):
+        try:
+            await bus.js.create_object_store(n.reports_bucket, ObjectStoreConfig(replicas=replicas))
+        except BadRequestError:
+            pass
+
+
+async def _ensure_kv(bus: Bus, config: KeyValueConfig) -> None:
+    try:
+        await bus.js.key_value(config.bucket)
+    except (NotFoundError, BadRequestError):
+        try:
+            await bus.js.create_key_value(config)
+        except BadRequestError:  # created concurrently
+            pass

@@ -1,0 +1,88 @@
+"""Shared fixtures: a private nats-server for the run, per-test settings with a unique subject
+prefix (so tests never see each other's streams), throwaway PostgreSQL/Redis when configured."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.bus import Bus
+from shared.settings import Settings
+from tests.support.nats_server import NatsServer
+
+PG_ENV = "AGENTIX_TEST_POSTGRES_URL"
+REDIS_ENV = "AGENTIX_TEST_REDIS_URL"
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    server = NatsServer().start()
+    yield server
+    server.cleanup()
+
+
+def make_settings(nats_url: str, data_dir: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "nats_servers": [nats_url],
+        "subject_prefix": f"t{uuid.uuid4().hex[:10]}",
+        "data_dir": data_dir,
+        "heartbeat_interval_s": 0.5,
+        "task_ack_wait_s": 5.0,
+        "llm_base_url": None,
+        "llm_api_key": None,
+        "llm_model": None,
+        "redis_url": None,
+        "gateway_db_url": None,
+        "tools_db_url": None,
+        "otlp_endpoint": None,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def settings(nats_server: NatsServer, tmp_path: Path) -> Settings:
+    return make_settings(nats_server.url, tmp_path / "data")
+
+
+@pytest.fixture
+async def bus(settings: Settings) -> AsyncIterator[Bus]:
+    connected = await Bus.connect(settings, name="test")
+    await connected.declare()
+    yield connected
+    await connected.close()
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A throwaway PostgreSQL database for this run (`postgresql+psycopg://…`), or skip."""
+    base = os.environ.get(PG_ENV)
+    if not base:
+        pytest.skip(f"{PG_ENV} not set")
+    import psycopg
+
+    name = f"agentix_test_{uuid.uuid4().hex[:8]}"
+    plain = base.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    root = plain.rsplit("/", 1)[0]
+    yield f"postgresql+psycopg://{root.split('://', 1)[1]}/{name}"
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    url = os.environ.get(REDIS_ENV)
+    if not url:
+        pytest.skip(f"{REDIS_ENV} not set")
+    return url
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    return f"agentix-test:{uuid.uuid4().hex[:8]}:"
