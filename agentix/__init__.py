@@ -1,0 +1,1 @@
+"""The `agentix` command: the composition root that starts and drives the services."""

@@ -108,10 +108,10 @@ class Bus:
     async def js_publish(
         self, subject: str, model: BaseModel, msg_id: str | None = None, headers: dict[str, str] | None = None
     ) -> PubAck:
-        hdrs = inject_headers(headers)
+        hdrs = inject_headers(headers) or {}
         if msg_id:
             hdrs["Nats-Msg-Id"] = msg_id
-        return await self.js.publish(subject, encode(model), headers=hdrs)
+        return await self.js.publish(subject, encode(model), headers=hdrs or None)
 
     async def request(
         self,

@@ -13,8 +13,11 @@ from opentelemetry.trace import Span, SpanKind
 tracer = trace.get_tracer("agentix.bus")
 
 
-def inject_headers(headers: dict[str, str] | None = None) -> dict[str, str]:
-    """Return headers with `traceparent`/`tracestate` of the current span added."""
+def inject_headers(headers: dict[str, str] | None = None) -> dict[str, str] | None:
+    """Return headers with `traceparent`/`tracestate` of the current span added. Without a span
+    and without headers, None: a message without headers is cheaper on both ends."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return dict(headers) if headers else None
     carrier = dict(headers or {})
     propagate.inject(carrier)
     return carrier

@@ -1,0 +1,3 @@
+from agentix.cli import main
+
+raise SystemExit(main())

