@@ -1,0 +1,3 @@
+from services.dispatcher.main import main
+
+main()

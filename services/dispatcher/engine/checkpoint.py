@@ -1,0 +1,76 @@
+"""The checkpoint of one task: everything needed to resume it on any dispatcher.
+
+Written after every node (and at every state change). Finished nodes (`done`, `skipped`, or
+`failed` with `on_error: continue`) are never run again; their outputs are restored from here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.contract.base import utcnow
+from shared.contract.models import Usage
+
+NodeStatus = Literal["done", "failed", "skipped", "waiting"]
+
+
+class NodeState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    status: NodeStatus
+    output: Any = None
+    error: str | None = None
+    code: str | None = None
+    # A failure that the graph went past (`on_error: continue`): finished, output null.
+    continued: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("done", "skipped") or (self.status == "failed" and self.continued)
+
+
+class WaitingApproval(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    node_id: str
+    message: str
+    requested_at: datetime = Field(default_factory=utcnow)
+    deadline: datetime | None = None
+
+
+class Checkpoint(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    task_id: str
+    status: str = "running"
+    # The task as submitted (a TaskMessage dump): a resume or retry rebuilds the run from it.
+    task: dict[str, Any] | None = None
+    retry: int = 0
+    nodes: dict[str, NodeState] = Field(default_factory=dict)
+    waiting: dict[str, WaitingApproval] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    budget_used: int = 0
+    event_n: int = 0
+    chain_revision: int | None = None
+    prompt_versions: dict[str, int] = Field(default_factory=dict)
+    prompts: dict[str, str] = Field(default_factory=dict)
+    elapsed_s: float = 0.0
+    output: Any = None
+    error: str | None = None
+    code: str | None = None
+    started_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json(exclude_defaults=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes | str) -> Checkpoint:
+        return cls.model_validate_json(data)
+
+    def finished(self, node_id: str) -> bool:
+        state = self.nodes.get(node_id)
+        return state is not None and state.finished

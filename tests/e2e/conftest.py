@@ -1,0 +1,89 @@
+"""The whole suite as real processes: nats-server from the wheel, then gateway, dispatcher,
+tools-go and tools-py started exactly as `agentix up` starts them."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agentix.up import SERVICES, Suite
+from shared.auth_tokens import mint_token
+from shared.natsd import NatsServer
+from shared.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningSuite:
+    url: str
+    settings: Settings
+    suite: Suite
+    nats: NatsServer
+    env: dict[str, str]
+
+    def token(self, user: str = "alice", admin: bool = False) -> str:
+        return mint_token(self.settings, user, admin=admin)
+
+    def headers(self, user: str = "alice", admin: bool = False) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(user, admin)}"}
+
+
+def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningSuite:
+    nats = NatsServer(data_dir / "nats").start()
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIX_")},
+        "AGENTIX_NATS_SERVERS": nats.url,
+        "AGENTIX_DATA_DIR": str(data_dir),
+        "AGENTIX_SUBJECT_PREFIX": f"e{uuid.uuid4().hex[:8]}",
+        "AGENTIX_HEARTBEAT_INTERVAL_S": "1",
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
+    suite = Suite(data_dir, env)
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "services.gateway", "migrate"], env=env, check=True)
+    for name, module in SERVICES:
+        suite.spawn(name, module, ["--port", str(port)] if name == "gateway" else [])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if (why := suite.dead()) is not None:
+            suite.stop()
+            nats.cleanup()
+            raise RuntimeError(why)
+        try:
+            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    else:
+        suite.stop()
+        nats.cleanup()
+        raise RuntimeError("suite not ready in time")
+    settings = Settings(data_dir=data_dir, nats_servers=[nats.url], subject_prefix=env["AGENTIX_SUBJECT_PREFIX"])
+    return RunningSuite(url, settings, suite, nats, env)
+
+
+@pytest.fixture(scope="session")
+def running_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSuite]:
+    running = start_suite(tmp_path_factory.mktemp("suite"))
+    yield running
+    running.suite.stop()
+    running.nats.cleanup()

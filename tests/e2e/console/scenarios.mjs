@@ -1,0 +1,267 @@
+// The console's browser scenarios. Each gets a fresh page (a fresh tab: its own sessionStorage),
+// works only through the UI except for setup that is not under test, and saves screenshots.
+
+import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { env, check, shot, login, apiClient, ensureScriptedChain, rand } from './lib.mjs';
+
+const LONG = { timeout: 60000 };
+
+function example(name) {
+  return readFileSync(join(env.examples, name), 'utf8');
+}
+
+/** The token box's text without the blinking cursor or placeholder. */
+async function tokenText(page) {
+  return page.$eval('[data-testid="tokens"]', (el) => [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join(''));
+}
+
+async function finalOutput(page) {
+  const text = await page.textContent('[data-testid="final-output"]');
+  try { return JSON.parse(text); } catch { return text; }
+}
+
+async function submitRun(page, { dsl, file, input }) {
+  await page.goto(`${env.url}/console/runs/new`);
+  if (file) {
+    await page.getByRole('tab', { name: 'Upload file' }).click();
+    await page.setInputFiles('input[aria-label="DSL file"]', file);
+    await page.waitForSelector('[data-testid="preview"] svg g.node');
+  } else {
+    await page.fill('textarea[aria-label="Workflow DSL (JSON)"]', dsl);
+    await page.waitForSelector('[data-testid="preview"] svg g.node');
+  }
+  await page.fill('textarea[name="text"], input[name="text"]', input);
+  await page.click('[data-action="submit-run"]');
+  await page.waitForURL(/\/console\/runs\/[^/]+$/);
+  await page.waitForSelector('svg.dag g.node');
+  return decodeURIComponent(page.url().split('/').pop());
+}
+
+export const scenarios = {
+  async login({ page }) {
+    await page.goto(`${env.url}/console/runs`);
+    await page.waitForURL(/\/console\/login\?next=%2Fruns/);
+    await page.waitForSelector('form.login');
+    await shot(page, '01-login');
+    await page.getByLabel('Username').fill(env.user);
+    await page.getByLabel('Password').fill('definitely-wrong');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    const error = await page.waitForSelector('.error');
+    const text = await error.textContent();
+    check(/401/.test(text) && text.length > 20, `a wrong password should show the problem detail, got ${JSON.stringify(text)}`);
+    await shot(page, '01b-login-error');
+    await page.getByLabel('Password').fill(env.password);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL(/\/console\/runs$/);
+    const who = await page.textContent('[data-testid="whoami"]');
+    check(who.includes(env.user) && who.includes('admin'), `whoami shows ${who}`);
+    check(await page.evaluate(() => Boolean(sessionStorage.getItem('agentix.token'))), 'the token is kept in sessionStorage');
+    await shot(page, '02-after-login');
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(/\/console\/login/);
+    check(await page.evaluate(() => sessionStorage.getItem('agentix.token') === null), 'logout forgets the token');
+  },
+
+  async models({ page }) {
+    check(env.llmUrl, 'LLM_URL is not set');
+    const name = `e2e-${rand()}`;
+    const secret = `sk-e2e-secret-${rand()}`;
+    await login(page);
+    await page.goto(`${env.url}/console/models`);
+    await page.waitForSelector('[data-testid="models"] table, [data-testid="models"] .empty');
+    await page.locator('.page-head').getByRole('button', { name: 'Add model' }).click();
+    const dlg = page.locator('dialog[open]');
+    await dlg.getByLabel('Name (alias)').fill(name);
+    await dlg.getByLabel('Provider').selectOption('openai');
+    await dlg.getByLabel('Base URL').fill(env.llmUrl);
+    await dlg.getByLabel('Model', { exact: true }).fill('e2e-model');
+    await dlg.getByLabel('API key').fill(secret);
+    await dlg.getByRole('button', { name: 'Add model' }).click();
+    const row = page.locator(`[data-testid="models"] tr[data-model="${name}"]`);
+    await row.waitFor();
+    check((await row.textContent()).includes('stored'), 'the new model shows a stored API key');
+    check(!(await page.content()).includes(secret), 'the API key must never be shown');
+    // Write-only: editing shows an empty key field.
+    await row.getByRole('button', { name: 'Edit' }).click();
+    check(await page.locator('dialog[open] input[name="api_key"]').inputValue() === '', 'the edit form must not hold the key');
+    await page.keyboard.press('Escape');
+    await page.locator('dialog[open]').waitFor({ state: 'detached' });
+
+    await row.getByRole('button', { name: `Move ${name} to the front of the chain` }).click();
+    const first = page.locator('[data-testid="chain"] li').first();
+    check(await first.getAttribute('data-name') === name, 'the model moved to the front of the draft chain');
+    const [resp] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/api/v1/admin/models/chain') && r.request().method() === 'PUT'),
+      page.click('[data-action="save-chain"]'),
+    ]);
+    check(resp.ok(), `PUT chain answered ${resp.status()}`);
+    const { revision } = await resp.json();
+    await page.waitForSelector(`[data-testid="apply"] [data-applied="true"][data-revision="${revision}"]`, { timeout: 30000 });
+    check((await page.textContent('[data-testid="apply"]')).includes(`Revision ${revision} applied by every dispatcher`), 'the page says every dispatcher applied it');
+    check(await page.locator(`[data-testid="models"] tr[data-model="${name}"]`).textContent().then((t) => t.includes('active')), 'the models table marks it active');
+    await shot(page, '03-models-chain-applied');
+  },
+
+  async run({ page }) {
+    await ensureScriptedChain(await apiClient());
+    await login(page);
+    const taskId = await submitRun(page, { dsl: example('hello.json'), input: 'How does the console show a run?' });
+    await page.waitForSelector('svg.dag g.node[data-node-id="ans"][data-status="done"]', LONG);
+    await page.waitForSelector('svg.dag g.node[data-node-id="out"][data-status="done"]', LONG);
+    await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
+    await page.waitForSelector('[data-testid="final-output"]');
+    const tokens = await tokenText(page);
+    const output = await finalOutput(page);
+    check(tokens.length > 20, `tokens are visible (${JSON.stringify(tokens)})`);
+    check(output && output.out === tokens, `the streamed tokens equal the output:\n${tokens}\nvs\n${JSON.stringify(output)}`);
+    check(await page.getAttribute('.run', 'data-duplicates') === '0', 'no event applied twice');
+    await shot(page, '04-run-done');
+    return { taskId };
+  },
+
+  async approve({ page }) {
+    await ensureScriptedChain(await apiClient());
+    await login(page);
+    await submitRun(page, { file: join(env.examples, 'approval.json'), input: 'the console release' });
+    await page.waitForSelector('[data-testid="approval"] button[data-action="approve"]', LONG);
+    await page.waitForSelector('svg.dag g.node[data-node-id="review"][data-status="waiting"]');
+    await page.waitForSelector('[data-testid="run-status"] .badge-waiting');
+    await page.fill('#approval-comment', 'Looks good.');
+    await shot(page, '05-approval-waiting');
+    await page.click('[data-testid="approval"] button[data-action="approve"]');
+    await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
+    await page.waitForSelector('svg.dag g.node[data-node-id="review"][data-status="done"]');
+    await page.waitForSelector('svg.dag g.node[data-node-id="out"][data-status="done"]');
+    await page.click('svg.dag g.node[data-node-id="review"]');
+    await page.waitForSelector('[data-testid="node-panel"] >> text=approve');
+    await shot(page, '06-approved-done');
+  },
+
+  async reload({ page }) {
+    await ensureScriptedChain(await apiClient());
+    await login(page);
+    await submitRun(page, { dsl: example('hello.json'), input: 'Tell me about resuming streams.' });
+    await page.waitForFunction(() => {
+      const el = document.querySelector('[data-testid="tokens"]');
+      return el && el.dataset.node === 'ans' && el.textContent.trim().length >= 24;
+    }, null, LONG);
+    check(await page.getAttribute('.run', 'data-finished') === 'false', 'the run finished before the reload: the scripted model is too fast for this test');
+    const before = await tokenText(page);
+    await shot(page, '07-before-reload');
+    const resumed = [];
+    page.on('request', (r) => { if (r.url().includes('/events')) resumed.push(r.url()); });
+    await page.reload();
+    await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
+    await page.waitForSelector('[data-testid="final-output"]');
+    await page.click('svg.dag g.node[data-node-id="ans"]');
+    const after = await tokenText(page);
+    const output = await finalOutput(page);
+    check(resumed.length > 0 && resumed.every((u) => /[?&]after=\d+/.test(u)), `the reloaded page resumes with ?after=<id>: ${resumed.join(', ')}`);
+    check(after.startsWith(before), 'the text before the reload is kept');
+    check(after.length > before.length, 'the text continued after the reload');
+    check(output.out === after, `no gap and no duplicate: tokens\n${after}\nvs output\n${output.out}`);
+    check(await page.getAttribute('.run', 'data-duplicates') === '0', 'the server sent nothing twice');
+    check(await page.getAttribute('.run', 'data-gaps') === '0', 'no event is missing');
+    await shot(page, '08-after-reload');
+  },
+
+  async kb({ page }) {
+    const kb = `e2e ${rand()}`;
+    const word = `zorblax${rand()}`;
+    const dir = mkdtempSync(join(tmpdir(), 'agentix-kb-'));
+    const file = join(dir, 'handbook.md');
+    const paragraphs = Array.from({ length: 12 }, (_, i) => `## Section ${i + 1}\n\nThe ${word} procedure step ${i + 1}: operators check the heartbeat table, `
+      + 'then the breaker states, then the tool registry counters before any change. '.repeat(6));
+    writeFileSync(file, `# Operations handbook\n\n${paragraphs.join('\n\n')}\n`);
+    await login(page);
+    await page.goto(`${env.url}/console/kb`);
+    await page.getByLabel('Name').fill(kb);
+    await page.getByLabel('Description').fill('Created by the console browser test');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await page.waitForURL(/\/console\/kb\/.+/);
+    await page.setInputFiles('[data-testid="file-input"]', file);
+    await page.getByRole('button', { name: 'Upload' }).click();
+    await page.waitForSelector('[data-testid="uploads"] .progress-row');
+    await page.waitForFunction(() => document.querySelector('[data-testid="upload-percent"]')?.textContent === '100 %', null, LONG);
+    check(await page.$eval('[data-testid="uploads"] progress', (p) => p.value) === 100, 'the bar is full');
+    check((await page.textContent('[data-testid="uploads"]')).includes('chunks'), 'the upload says how many chunks');
+    await page.waitForSelector('[data-testid="documents"] tr[data-doc]');
+    await page.getByRole('searchbox').fill(`${word} heartbeat`);
+    await page.getByRole('button', { name: 'Search' }).click();
+    await page.waitForSelector('[data-testid="hits"] .hit', LONG);
+    check(await page.locator('[data-testid="hits"] .hit .sources .badge').count() > 0, 'hits name their sources');
+    await shot(page, '09-kb-upload-search');
+  },
+
+  async tour({ page, context }) {
+    await login(page);
+    await page.goto(`${env.url}/console/overview`);
+    await page.waitForSelector('[data-testid="ov-total"]');
+    await shot(page, '10-overview');
+
+    await page.goto(`${env.url}/console/status`);
+    await page.waitForSelector('[data-testid="instances"] tr[data-instance]');
+    const services = await page.$$eval('[data-testid="instances"] tbody tr td:first-child', (tds) => tds.map((t) => t.textContent));
+    for (const s of ['gateway', 'dispatcher', 'tools-go', 'tools-py']) check(services.includes(s), `status lists ${s} (got ${services})`);
+    await page.waitForSelector('table caption:text("Tool registry")', { state: 'attached' });
+    await shot(page, '11-status');
+
+    const prompt = `e2e_prompt_${rand()}`;
+    await page.goto(`${env.url}/console/prompts`);
+    await page.locator('.page-head').getByRole('button', { name: 'New prompt' }).click();
+    await page.getByLabel('Name').fill(prompt);
+    await page.getByLabel('Text (version 1)').fill('You are a helpful assistant.\nAnswer briefly.\nCite sources.');
+    await page.getByRole('button', { name: 'Create prompt' }).click();
+    await page.waitForSelector(`#pr-title:has-text("${prompt}")`);
+    await page.getByRole('row', { name: /v1/ }).getByRole('button', { name: 'Activate' }).click();
+    await page.waitForSelector('#pr-title .badge-active');
+    await page.locator('section:has(#pr-new) textarea').fill('You are a helpful assistant.\nAnswer in two sentences.\nCite sources.');
+    await page.getByRole('button', { name: 'Save new version' }).click();
+    await page.waitForSelector('.diff .add');
+    check((await page.textContent('.diff .add')).includes('two sentences'), 'the diff shows the added line');
+    await page.getByLabel('Canary percent', { exact: true }).fill('20');
+    await page.getByRole('button', { name: 'Start canary' }).click();
+    await page.waitForSelector('text=canary 20%');
+    await shot(page, '12-prompts-diff-canary');
+
+    await page.goto(`${env.url}/console/audit`);
+    await page.waitForSelector('table tbody tr');
+    await page.getByLabel('Method').selectOption('PUT');
+    const methods = await page.$$eval('table tbody tr td:nth-child(3)', (tds) => tds.map((t) => t.textContent));
+    check(methods.length > 0 && methods.every((m) => m === 'PUT'), `the method filter keeps PUT rows only (${methods})`);
+    await shot(page, '13-audit');
+
+    await page.goto(`${env.url}/console/guardrail`);
+    await page.waitForSelector('main table, main .empty');
+    await shot(page, '14-guardrail');
+
+    await page.goto(`${env.url}/console/runs?status=done`);
+    await page.waitForSelector('[data-testid="task-list"] tr[data-task], [data-testid="task-list"] .empty');
+    const states = await page.$$eval('[data-testid="task-list"] tbody tr td:nth-child(2)', (tds) => tds.map((t) => t.textContent));
+    check(states.every((s) => s === 'done'), `the state filter shows done runs only (${states})`);
+    await shot(page, '15-runs');
+
+    // Narrow window: the same pages stay readable.
+    const narrow = await context.newPage();
+    await narrow.setViewportSize({ width: 390, height: 844 });
+    await narrow.goto(`${env.url}/console/`);
+    await narrow.waitForURL(/login/);
+    await narrow.getByLabel('Username').fill(env.user);
+    await narrow.getByLabel('Password').fill(env.password);
+    await narrow.getByRole('button', { name: 'Log in' }).click();
+    await narrow.goto(`${env.url}/console/status`);
+    await narrow.waitForSelector('[data-testid="instances"] tr[data-instance]');
+    const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    check(overflow <= 1, `the narrow status page does not scroll sideways (${overflow}px)`);
+    await shot(narrow, '16-status-narrow');
+    const firstRun = await page.getAttribute('[data-testid="task-list"] tr[data-task]', 'data-task').catch(() => null);
+    if (firstRun) {
+      await narrow.goto(`${env.url}/console/runs/${encodeURIComponent(firstRun)}`);
+      await narrow.waitForSelector('[data-testid="run-status"] .badge');
+      await shot(narrow, '17-run-narrow');
+    }
+    await narrow.close();
+  },
+};

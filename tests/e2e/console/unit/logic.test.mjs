@@ -1,0 +1,91 @@
+// The console's pure logic, without a browser: SSE parsing across chunk boundaries, the run
+// state's at-most-once folding, the DAG layout and the prompt diff. `node --test unit/`.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+const CONSOLE = new URL('../../../../services/gateway/console/js/', import.meta.url);
+const { SseParser } = await import(new URL('sse.js', CONSOLE));
+const { initialState, applyEvent } = await import(new URL('runstate.js', CONSOLE));
+const { layoutDag, NODE_H } = await import(new URL('dag.js', CONSOLE));
+const { diffLines } = await import(new URL('diff.js', CONSOLE));
+
+const STREAM = ': ping\r\n\r\nid: 7\r\nevent: token\r\ndata: {"node_id":"a","text":"Hel"}\r\n\r\n'
+  + 'id: 9\nevent: token\ndata: {"node_id":"a",\ndata: "text":"lo"}\n\n'
+  + 'retry: 1500\nid: 12\nevent: done\ndata: {"status":"done"}\n\n';
+
+test('the SSE parser gives the same messages however the bytes are split', () => {
+  const whole = [];
+  new SseParser((m) => whole.push(m)).push(STREAM);
+  assert.deepEqual(whole.map((m) => [m.id, m.event]), [['7', 'token'], ['9', 'token'], ['12', 'done']]);
+  assert.equal(whole[1].data, '{"node_id":"a",\n"text":"lo"}');
+  for (let size = 1; size < 9; size += 1) {
+    const got = [];
+    const parser = new SseParser((m) => got.push(m));
+    for (let i = 0; i < STREAM.length; i += size) parser.push(STREAM.slice(i, i + size));
+    assert.deepEqual(got, whole, `chunks of ${size}`);
+    assert.equal(parser.retry, 1500);
+  }
+});
+
+test('a replayed event is applied once, and a gap in n is counted', () => {
+  const state = initialState('t_1');
+  const ev = (id, n, event, data) => ({ id: String(id), event, data: { n, task_id: 't_1', ...data } });
+  assert.equal(applyEvent(state, ev(3, 0, 'node.start', { node_id: 'a', kind: 'agent' })), true);
+  applyEvent(state, ev(4, 1, 'token', { node_id: 'a', text: 'Hel' }));
+  assert.equal(applyEvent(state, ev(4, 1, 'token', { node_id: 'a', text: 'Hel' })), false);
+  applyEvent(state, ev(8, 2, 'token', { node_id: 'a', text: 'lo' }));
+  applyEvent(state, ev(9, 4, 'node.end', { node_id: 'a', status: 'done', duration_ms: 5 }));
+  assert.equal(state.nodes.a.text, 'Hello');
+  assert.equal(state.nodes.a.status, 'done');
+  assert.equal(state.duplicates, 1);
+  assert.equal(state.gaps, 1);
+  assert.equal(state.lastId, '9');
+  // A state restored from storage resumes after its last id: older ids are ignored.
+  const restored = JSON.parse(JSON.stringify(state));
+  assert.equal(applyEvent(restored, ev(8, 2, 'token', { node_id: 'a', text: 'lo' })), false);
+  assert.equal(restored.nodes.a.text, 'Hello');
+});
+
+test('approval, tool calls and done fold into the state', () => {
+  const s = initialState('t_2');
+  let id = 0;
+  const put = (event, data) => applyEvent(s, { id: String(++id), event, data: { task_id: 't_2', ...data } });
+  put('tool.call', { node_id: 'a', call_id: 'c1', tool: 'kb_search', args: { query: 'x' } });
+  put('tool.result', { node_id: 'a', call_id: 'c1', ok: true, duration_ms: 3, result_preview: '{"chunks": []}' });
+  put('approval.request', { node_id: 'r', message: 'ok?' });
+  put('status', { status: 'waiting' });
+  assert.equal(s.waitingNode, 'r');
+  assert.equal(s.nodes.r.status, 'waiting');
+  put('approval.decision', { node_id: 'r', decision: 'approve', by: 'alice' });
+  put('status', { status: 'running' });
+  assert.equal(s.waitingNode, null);
+  put('done', { status: 'done', output: { out: 1 } });
+  assert.deepEqual(s.nodes.a.tools[0], { call_id: 'c1', tool: 'kb_search', args: { query: 'x' }, result: '{"chunks": []}', ok: true, error: undefined, duration_ms: 3 });
+  assert.equal(s.finished, true);
+  assert.deepEqual(s.output, { out: 1 });
+});
+
+test('the layered layout puts every edge left to right and no two nodes on top of each other', () => {
+  const nodes = ['in', 'route', 'facts', 'risks', 'note', 'merge', 'out', 'out_note'].map((id) => ({ id }));
+  const edges = [['in', 'route'], ['route', 'facts'], ['route', 'risks'], ['route', 'note'], ['facts', 'merge'],
+    ['risks', 'merge'], ['merge', 'out'], ['note', 'out_note'], ['in', 'out']].map(([source, target]) => ({ source, target }));
+  const lay = layoutDag(nodes, edges);
+  for (const e of edges) assert.ok(lay.nodes.get(e.source).layer < lay.nodes.get(e.target).layer, `${e.source}→${e.target}`);
+  const long = lay.edges.find((e) => e.source === 'in' && e.target === 'out');
+  assert.equal(long.points.length, 2 + (lay.nodes.get('out').layer - lay.nodes.get('in').layer - 1));
+  const placed = [...lay.nodes.values()];
+  for (let i = 0; i < placed.length; i += 1) {
+    for (let j = i + 1; j < placed.length; j += 1) {
+      const [a, b] = [placed[i], placed[j]];
+      if (a.layer === b.layer) assert.ok(Math.abs(a.y - b.y) >= NODE_H, 'nodes of one layer overlap');
+    }
+  }
+  assert.ok(placed.every((p) => p.x >= 0 && p.y >= 0 && p.x + p.w <= lay.width && p.y + p.h <= lay.height));
+});
+
+test('the line diff keeps common lines and marks the changed ones', () => {
+  const d = diffLines('a\nb\nc\nd', 'a\nx\nc\nd\ne');
+  assert.deepEqual(d.map((l) => `${l.op}${l.text}`), [' a', '-b', '+x', ' c', ' d', '+e']);
+  assert.deepEqual(diffLines('same', 'same').map((l) => l.op), [' ']);
+});
