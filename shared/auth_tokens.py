@@ -54,6 +54,4 @@ def verify_token(settings: Settings, token: str) -> TokenClaims:
     sub = claims.get("sub")
     if not isinstance(sub, str) or not sub:
         raise InvalidToken("the token has no subject")
-    return TokenClaims(
-        sub=sub, admin=claims.get("role") == "admin", exp=int(claims["exp"]), iat=int(claims["iat"])
-    )
+    return TokenClaims(sub=sub, admin=claims.get("role") == "admin", exp=int(claims["exp"]), iat=int(claims["iat"]))

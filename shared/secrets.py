@@ -49,7 +49,5 @@ def decrypt_secret(token: str, deployment_secret: str) -> str:
     try:
         plain = AESGCM(_key(deployment_secret)).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], None)
     except InvalidTag as exc:
-        raise SecretError(
-            "encrypted secret does not decrypt (wrong deployment secret_key, or corrupted)"
-        ) from exc
+        raise SecretError("encrypted secret does not decrypt (wrong deployment secret_key, or corrupted)") from exc
     return plain.decode()

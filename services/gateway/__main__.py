@@ -1,0 +1,76 @@
+"""`python -m services.gateway [serve|migrate|user add NAME]`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import logging
+import os
+import sys
+
+from shared.settings import Settings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m services.gateway", description="Agentix HTTP gateway")
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run the HTTP server (default)")
+    for p in (parser, serve):
+        p.add_argument("--host", default=os.environ.get("AGENTIX_GATEWAY_HOST", "127.0.0.1"))
+        p.add_argument("--port", type=int, default=int(os.environ.get("AGENTIX_GATEWAY_PORT", "8080")))
+        p.add_argument("--migrate", action="store_true", help="apply database migrations before serving")
+    sub.add_parser("migrate", help="apply database migrations (holds a PostgreSQL advisory lock)")
+    user = sub.add_parser("user", help="manage users")
+    user_sub = user.add_subparsers(dest="user_command", required=True)
+    add = user_sub.add_parser("add", help="create a user (or reset their password and role)")
+    add.add_argument("name")
+    add.add_argument("--admin", action="store_true")
+    add.add_argument("--password", help="read from AGENTIX_USER_PASSWORD or a prompt when omitted")
+    return parser
+
+
+def _serve(settings: Settings, host: str, port: int, migrate_first: bool) -> int:
+    import uvicorn
+
+    from services.gateway.app import create_app
+    from services.gateway.migrate import SchemaMismatch, upgrade
+
+    if migrate_first:
+        upgrade(settings)
+    try:
+        app = create_app(settings)
+    except SchemaMismatch as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 2
+    config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), access_log=False)
+    server = uvicorn.Server(config)
+    server.run()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = Settings()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if args.command == "migrate":
+        from services.gateway.migrate import upgrade
+
+        revision = upgrade(settings)
+        print(f"gateway database at revision {revision}")
+        return 0
+    if args.command == "user":
+        from services.gateway.users import add_user
+
+        password = args.password or os.environ.get("AGENTIX_USER_PASSWORD") or getpass.getpass("password: ")
+        try:
+            user = add_user(settings, args.name, password, args.admin)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"user {user.name} ({'admin' if user.is_admin else 'user'}) saved")
+        return 0
+    return _serve(settings, args.host, args.port, args.migrate)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

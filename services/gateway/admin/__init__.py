@@ -1,0 +1,1 @@
+"""Admin services: model configs, the failover chain, pricing, prompts, status."""

@@ -1,0 +1,151 @@
+"""The operator's view: live instances from heartbeats, infrastructure probes, the tool registry
+(`$SRV.INFO`/`$SRV.STATS` of the `tools-go`/`tools-py` micro services) and breaker states that
+dispatchers report in their heartbeat detail."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+from urllib.parse import urlparse
+
+from fastapi import FastAPI
+
+from services.gateway.readiness import probe_db, probe_nats, probe_redis
+from shared.bus import Bus
+
+TOOL_SERVICES = ("tools-go", "tools-py")
+DISCOVERY_WINDOW_S = 0.3
+
+
+async def _discover(bus: Bus, verb: str, service: str) -> list[dict[str, Any]]:
+    """Every instance answers `$SRV.<verb>.<service>`: collect for a short window."""
+    inbox = bus.nc.new_inbox()
+    sub = await bus.nc.subscribe(inbox)
+    replies: list[dict[str, Any]] = []
+    try:
+        await bus.nc.publish(f"$SRV.{verb}.{service}", b"", reply=inbox)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DISCOVERY_WINDOW_S
+        while (left := deadline - loop.time()) > 0:
+            try:
+                msg = await sub.next_msg(timeout=left)
+            except Exception:
+                break
+            with contextlib.suppress(ValueError):
+                replies.append(json.loads(msg.data))
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+    return replies
+
+
+def _ours(bus: Bus, endpoint: dict[str, Any]) -> bool:
+    # Several deployments may share one NATS: keep endpoints under our subject prefix.
+    return str(endpoint.get("subject", "")).startswith(bus.subjects.prefix + ".")
+
+
+async def tool_registry(bus: Bus) -> dict[str, Any]:
+    services = await asyncio.gather(*(_tool_service(bus, name) for name in TOOL_SERVICES))
+    return dict(zip(TOOL_SERVICES, services, strict=True))
+
+
+async def _tool_service(bus: Bus, service: str) -> dict[str, Any]:
+    stats, infos = await asyncio.gather(_discover(bus, "STATS", service), _discover(bus, "INFO", service))
+    metadata: dict[str, Any] = {}
+    versions: set[str] = set()
+    for info in infos:
+        endpoints = [e for e in info.get("endpoints") or [] if _ours(bus, e)]
+        if endpoints:
+            versions.add(str(info.get("version")))
+        for ep in endpoints:
+            metadata[str(ep.get("name"))] = ep.get("metadata") or {}
+    instances: set[str] = set()
+    tools: dict[str, dict[str, Any]] = {}
+    for reply in stats:
+        endpoints = [e for e in reply.get("endpoints") or [] if _ours(bus, e)]
+        if not endpoints:
+            continue
+        instances.add(str(reply.get("id")))
+        for ep in endpoints:
+            name = str(ep.get("name"))
+            agg = tools.setdefault(
+                name, {"name": name, "subject": ep.get("subject"), "requests": 0, "errors": 0, "_ms": 0.0}
+            )
+            # The tool server answers work in background tasks and reports its own counts in
+            # `data` (micro's counters only see the admission); fall back to micro's.
+            data = ep.get("data") if isinstance(ep.get("data"), dict) else {}
+            calls = int(data.get("calls", ep.get("num_requests", 0)) or 0)
+            agg["requests"] += calls
+            agg["errors"] += int(data.get("errors", 0) or 0) + int(ep.get("num_errors", 0) or 0)
+            if "avg_ms" in data:
+                agg["_ms"] += float(data["avg_ms"]) * calls
+            else:
+                agg["_ms"] += int(ep.get("processing_time", 0) or 0) / 1e6
+            last_error = data.get("last_error") or ep.get("last_error")
+            if last_error:
+                agg["last_error"] = last_error
+    for agg in tools.values():
+        total_ms = agg.pop("_ms")
+        agg["avg_latency_ms"] = round(total_ms / agg["requests"], 3) if agg["requests"] else None
+        agg["metadata"] = metadata.get(agg["name"], {})
+    return {
+        "instances": len(instances),
+        "versions": sorted(versions),
+        "tools": sorted(tools.values(), key=lambda t: t["name"]),
+    }
+
+
+async def probe_otlp(endpoint: str | None) -> dict[str, Any]:
+    if not endpoint:
+        return {"ok": True, "configured": False}
+    parsed = urlparse(endpoint if "://" in endpoint else f"http://{endpoint}")
+    host, port = parsed.hostname or "localhost", parsed.port or (443 if parsed.scheme == "https" else 4318)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+    except (OSError, TimeoutError) as exc:
+        return {"ok": False, "configured": True, "endpoint": endpoint, "error": str(exc)[:200]}
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
+    return {"ok": True, "configured": True, "endpoint": endpoint}
+
+
+def breakers(instances: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per model: the state each dispatcher reports (worst first) and recent failures."""
+    rank = {"open": 0, "half_open": 1, "closed": 2}
+    models: dict[str, dict[str, Any]] = {}
+    for inst in instances:
+        if inst["service"] != "dispatcher":
+            continue
+        raw = inst["detail"].get("breakers") or []
+        items = list(raw.values()) if isinstance(raw, dict) else list(raw)
+        for b in items:
+            if not isinstance(b, dict) or "model" not in b:
+                continue
+            entry = models.setdefault(b["model"], {"model": b["model"], "state": "closed", "instances": []})
+            entry["instances"].append({"instance": inst["instance"], **b})
+            if rank.get(b.get("state", "closed"), 2) < rank.get(entry["state"], 2):
+                entry["state"] = b.get("state")
+    return models
+
+
+async def status(app: FastAPI) -> dict[str, Any]:
+    st = app.state
+    registry = st.instances
+    live = [registry.describe(s) for s in registry.live()]
+    lost = [registry.describe(s) for s in registry.lost()]
+    db, nats_check, redis_check, otlp = await asyncio.gather(
+        probe_db(app), probe_nats(app), probe_redis(app), probe_otlp(st.settings.otlp_endpoint)
+    )
+    infra = {"database": db, "nats": nats_check, "redis": redis_check or {"ok": True, "configured": False}}
+    infra["otlp"] = otlp
+    tools = await tool_registry(st.bus) if st.bus is not None and st.bus.nc.is_connected else {}
+    return {
+        "instances": sorted(live, key=lambda i: (i["service"], i["instance"])),
+        "lost": lost,
+        "infrastructure": infra,
+        "tools": tools,
+        "breakers": breakers(live),
+    }

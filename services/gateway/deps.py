@@ -1,0 +1,73 @@
+"""FastAPI dependencies shared by every route (including routes written by other modules)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlmodel import Session
+
+from services.gateway.db import Database
+from services.gateway.principal import Principal
+from services.gateway.problems import ApiProblem
+from shared.bus import Bus
+from shared.settings import Settings
+
+__all__ = [
+    "AdminUser",
+    "BusDep",
+    "CurrentUser",
+    "DbSession",
+    "Principal",
+    "SettingsDep",
+    "get_bus",
+    "get_db",
+    "get_settings",
+]
+
+
+def get_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_bus(request: Request) -> Bus:
+    bus = getattr(request.app.state, "bus", None)
+    if bus is None or not bus.nc.is_connected:
+        raise ApiProblem(503, "Service Unavailable", "The message bus is not connected.")
+    return bus
+
+
+def get_database(request: Request) -> Database:
+    return request.app.state.db
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    """A session per request, committed when the route returns without error."""
+    with get_database(request).session() as session:
+        yield session
+        session.commit()
+
+
+def current_user(request: Request) -> Principal:
+    # The auth middleware has verified the bearer token and stored the principal.
+    principal = getattr(request.state, "principal", None)
+    if principal is None:
+        raise ApiProblem(
+            401, "Unauthorized", "A valid bearer token is required.", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return principal
+
+
+def admin_user(user: Annotated[Principal, Depends(current_user)]) -> Principal:
+    if not user.is_admin:
+        raise ApiProblem(403, "Forbidden", "This route is for administrators.")
+    return user
+
+
+CurrentUser = Annotated[Principal, Depends(current_user)]
+AdminUser = Annotated[Principal, Depends(admin_user)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+BusDep = Annotated[Bus, Depends(get_bus)]
+DatabaseDep = Annotated[Database, Depends(get_database)]
+DbSession = Annotated[Session, Depends(get_db)]

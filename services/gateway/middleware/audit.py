@@ -1,0 +1,69 @@
+"""Writes an audit row for every POST/PUT/PATCH/DELETE before its response leaves."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.gateway.audit import outcome_of
+from services.gateway.middleware.common import client_ip, route_template, state
+
+log = logging.getLogger("agentix.gateway.audit")
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+Writer = Callable[..., Awaitable[None]]
+
+
+def _target(scope: Scope) -> str | None:
+    st = state(scope)
+    explicit = st.get("audit_target")  # set by routes that create something (e.g. the new task id)
+    if explicit:
+        return str(explicit)[:300]
+    params: dict[str, Any] = scope.get("path_params") or {}
+    return ",".join(f"{k}={v}" for k, v in params.items())[:300] or None
+
+
+class AuditMiddleware:
+    def __init__(self, app: ASGIApp, write: Writer) -> None:
+        self.app = app
+        self.write = write
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in MUTATING:
+            await self.app(scope, receive, send)
+            return
+        written = False
+
+        async def record(status: int) -> None:
+            nonlocal written
+            if written:
+                return
+            written = True
+            st = state(scope)
+            principal = st.get("principal")
+            try:
+                await self.write(
+                    user_id=principal.id if principal else None,
+                    method=scope["method"],
+                    route=route_template(scope) if scope.get("route") else scope.get("path", "")[:300],
+                    target=_target(scope),
+                    status=status,
+                    outcome=outcome_of(status),
+                    request_id=st.get("request_id"),
+                    ip=client_ip(scope),
+                )
+            except Exception:
+                log.exception("audit write failed (request_id=%s)", st.get("request_id"))
+
+        async def _send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                await record(int(message["status"]))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, _send)
+        except Exception:
+            await record(500)
+            raise

@@ -1,0 +1,43 @@
+"""Authenticates every `/api/v1` request except login; stores the principal for routes."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from services.gateway.auth import AuthError, principal_from_header
+from services.gateway.middleware.common import header, send_problem, state
+from services.gateway.problems import ApiProblem
+from shared.settings import Settings
+
+API_PREFIX = "/api/v1"
+PUBLIC = frozenset({"/api/v1/auth/login"})
+# Browsers' EventSource cannot send headers: SSE routes also take `?access_token=`.
+_SSE_PATH = re.compile(r"^/api/v1/(tasks/[^/]+/(events|stream|exec)|kb/ingest/[^/]+/stream)$")
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith(API_PREFIX) or path in PUBLIC or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)
+            return
+        authorization = header(scope, b"authorization")
+        if authorization is None and scope["method"] == "GET" and _SSE_PATH.match(path):
+            token = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("access_token")
+            if token:
+                authorization = f"Bearer {token[0]}"
+        try:
+            principal = principal_from_header(self.settings, authorization)
+        except AuthError as exc:
+            problem = ApiProblem(401, "Unauthorized", exc.detail, headers={"WWW-Authenticate": "Bearer"})
+            await send_problem(scope, receive, send, problem)
+            return
+        state(scope)["principal"] = principal
+        await self.app(scope, receive, send)

@@ -1,0 +1,58 @@
+"""Request metrics and a structured (JSON) access log line per request. Logs carry the route
+template, status, duration, user and request id — never headers, query strings or bodies."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.middleware.common import route_template, state
+
+access_log = logging.getLogger("agentix.gateway.access")
+
+
+class ObserveMiddleware:
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def _send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, _send)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = route_template(scope)
+            method = scope["method"]
+            self.metrics.requests.labels(method=method, route=route, status=str(status)).inc()
+            self.metrics.latency.labels(method=method, route=route).observe(elapsed)
+            st = state(scope)
+            principal = st.get("principal")
+            access_log.info(
+                json.dumps(
+                    {
+                        "event": "http",
+                        "method": method,
+                        "route": route,
+                        "status": status,
+                        "duration_ms": round(elapsed * 1000, 2),
+                        "user": principal.id if principal else None,
+                        "request_id": st.get("request_id"),
+                    }
+                )
+            )

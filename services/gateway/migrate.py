@@ -1,0 +1,117 @@
+"""Schema migrations (alembic). `upgrade` applies them once even when several processes run it at
+the same time (PostgreSQL advisory lock, a file lock for SQLite); `check_schema` makes the
+service refuse to start on a database that is behind or ahead of the code."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.engine import make_url
+
+from shared.settings import Settings
+
+log = logging.getLogger("agentix.gateway.migrate")
+
+VERSION_TABLE = "gateway_alembic_version"
+ADVISORY_LOCK_KEY = 0x61676E7478  # "agntx": any constant shared by every gateway process
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+
+
+class SchemaMismatch(RuntimeError):
+    """The database is not at the schema version this code expects."""
+
+
+def alembic_config(url: str | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return cfg
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "no migrations found"
+    return head
+
+
+def current_revision(conn: Connection) -> str | None:
+    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+
+
+@contextmanager
+def _sqlite_file_lock(url: str) -> Iterator[None]:
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        yield
+        return
+    lock_path = Path(database).with_suffix(".migrate.lock")
+    with lock_path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def upgrade_engine(engine: Engine) -> str:
+    """Bring the database to the head revision; returns it. Safe to run concurrently."""
+    url = engine.url.render_as_string(hide_password=False)
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            # Session-level lock: a second migrator waits here, then finds nothing to do.
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_LOCK_KEY})
+            conn.commit()
+            try:
+                _upgrade_on(conn, url)
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_LOCK_KEY})
+                conn.commit()
+    else:
+        with _sqlite_file_lock(url), engine.connect() as conn:
+            _upgrade_on(conn, url)
+    return head_revision()
+
+
+def _upgrade_on(conn: Connection, url: str) -> None:
+    before = current_revision(conn)
+    if before == head_revision():
+        log.info("gateway schema already at %s", before)
+        return
+    cfg = alembic_config(url)
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, "head")
+    conn.commit()
+    log.info("gateway schema migrated %s -> %s", before, head_revision())
+
+
+def upgrade(settings: Settings) -> str:
+    from services.gateway.db import make_engine
+
+    engine = make_engine(settings.db_url("gateway"))
+    try:
+        return upgrade_engine(engine)
+    finally:
+        engine.dispose()
+
+
+def check_schema(engine: Engine) -> None:
+    """Raise SchemaMismatch unless the database is exactly at the head revision."""
+    with engine.connect() as conn:
+        current = current_revision(conn)
+    head = head_revision()
+    if current != head:
+        where = "empty (never migrated)" if current is None else f"at revision {current}"
+        raise SchemaMismatch(
+            f"the gateway database is {where} but this code needs revision {head}; "
+            "run `agentix migrate` (or `python -m services.gateway migrate`) first"
+        )

@@ -1,0 +1,33 @@
+"""Alembic environment for the gateway's tables; run through `services.gateway.migrate`."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import create_engine
+
+from services.gateway.migrate import VERSION_TABLE
+from services.gateway.tables import metadata
+
+config = context.config
+
+
+def _run(connection: object) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        render_as_batch=True,  # SQLite needs batch mode for ALTER
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+connection = config.attributes.get("connection")
+if connection is not None:
+    _run(connection)
+else:
+    engine = create_engine(config.get_main_option("sqlalchemy.url"))
+    with engine.begin() as conn:
+        _run(conn)
+engine = None

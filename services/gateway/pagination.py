@@ -1,0 +1,39 @@
+"""Cursor pagination (API.md): `limit` ≤ 200 (default 50) and an opaque `cursor`."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any
+
+from fastapi import Query
+from pydantic import BaseModel
+
+from services.gateway.problems import ApiProblem
+
+MAX_LIMIT = 200
+
+Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="page size (≤ 200)")]
+Cursor = Annotated[str | None, Query(max_length=512, description="opaque cursor from `next_cursor`")]
+
+
+class Page(BaseModel):
+    items: list[Any]
+    next_cursor: str | None = None
+
+
+_MARK = "c1:"
+
+
+def encode_cursor(value: str) -> str:
+    return base64.urlsafe_b64encode((_MARK + value).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise ApiProblem(400, "Bad Request", "The cursor is not valid.") from exc
+    if not raw.startswith(_MARK):
+        raise ApiProblem(400, "Bad Request", "The cursor is not valid.")
+    return raw[len(_MARK) :]

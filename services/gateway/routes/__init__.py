@@ -1,0 +1,1 @@
+"""HTTP routes (thin: parse, authorize, call a service module, shape the answer)."""

@@ -1,0 +1,157 @@
+"""Admin API (admins only): models, chain, pricing, prompts, status, overview, audit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path, Request, Response
+
+from services.gateway.admin import models as models_svc
+from services.gateway.admin import pricing as pricing_svc
+from services.gateway.admin import prompts as prompts_svc
+from services.gateway.admin.control import ControlPublisher, current_chain
+from services.gateway.admin.status import status as status_view
+from services.gateway.audit import list_audit, list_guardrail_events
+from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep
+from services.gateway.pagination import Cursor, Limit, Page
+from services.gateway.stats import overview as overview_view
+
+router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
+PromptName = Path(pattern=prompts_svc.NAME_PATTERN)
+
+
+def _publisher(request: Request) -> ControlPublisher:
+    return request.app.state.publisher
+
+
+# ---- models and the chain -------------------------------------------------------------------
+
+
+@router.get("/models")
+async def list_models(_: AdminUser, db: DatabaseDep) -> list[dict[str, Any]]:
+    return await db.run(models_svc.list_all)
+
+
+@router.post("/models", status_code=201)
+async def create_model(
+    body: models_svc.ModelIn, request: Request, admin: AdminUser, db: DatabaseDep, settings: SettingsDep
+) -> dict[str, Any]:
+    out = await db.run(models_svc.create, body, settings.persistent_secret("secret_key"), admin.id)
+    request.state.audit_target = f"model_id={out['id']}"
+    await _publisher(request).publish_chain()
+    return out
+
+
+@router.get("/models/chain")
+async def get_chain(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
+    chain = await db.run(current_chain)
+    if chain is None:
+        return {"revision": 0, "active": None, "fallbacks": []}
+    return {"revision": chain.revision, "active": chain.active, "fallbacks": chain.fallbacks}
+
+
+@router.put("/models/chain")
+async def put_chain(body: models_svc.ChainIn, request: Request, admin: AdminUser, db: DatabaseDep) -> dict[str, Any]:
+    revision = await db.run(models_svc.set_chain, body, admin.id)
+    request.state.audit_target = f"chain_revision={revision}"
+    chain = await _publisher(request).publish_chain()
+    applied = chain.revision if chain else revision
+    return {"revision": applied, "active": body.active, "fallbacks": body.fallbacks}
+
+
+@router.get("/models/{model_id}")
+async def get_model(model_id: str, _: AdminUser, db: DatabaseDep) -> dict[str, Any]:
+    return await db.run(models_svc.get, model_id)
+
+
+@router.put("/models/{model_id}")
+async def update_model(
+    model_id: str,
+    body: models_svc.ModelIn,
+    request: Request,
+    admin: AdminUser,
+    db: DatabaseDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
+    out = await db.run(models_svc.update, model_id, body, settings.persistent_secret("secret_key"), admin.id)
+    await _publisher(request).publish_chain()
+    return out
+
+
+@router.delete("/models/{model_id}", status_code=204, response_class=Response)
+async def delete_model(model_id: str, request: Request, admin: AdminUser, db: DatabaseDep) -> Response:
+    await db.run(models_svc.delete, model_id, admin.id)
+    await _publisher(request).publish_chain()
+    return Response(status_code=204)
+
+
+# ---- pricing -----------------------------------------------------------------------------------
+
+
+@router.get("/pricing")
+async def get_pricing(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
+    return await db.run(pricing_svc.get)
+
+
+@router.put("/pricing")
+async def put_pricing(
+    body: pricing_svc.PricingIn, request: Request, admin: AdminUser, db: DatabaseDep
+) -> dict[str, Any]:
+    await db.run(pricing_svc.put, body, admin.id)
+    await _publisher(request).publish_pricing()
+    return await db.run(pricing_svc.get)
+
+
+# ---- prompts -----------------------------------------------------------------------------------
+
+
+@router.get("/prompts")
+async def list_prompts(_: AdminUser, db: DatabaseDep) -> list[dict[str, Any]]:
+    return await db.run(prompts_svc.list_all)
+
+
+@router.get("/prompts/{name}")
+async def get_prompt(_: AdminUser, db: DatabaseDep, name: str = PromptName) -> dict[str, Any]:
+    return await db.run(prompts_svc.get, name)
+
+
+@router.post("/prompts/{name}/versions", status_code=201)
+async def add_prompt_version(
+    body: prompts_svc.VersionIn, request: Request, admin: AdminUser, db: DatabaseDep, name: str = PromptName
+) -> dict[str, Any]:
+    out = await db.run(prompts_svc.add_version, name, body, admin.id)
+    request.state.audit_target = f"prompt={name},version={out['version']}"
+    return out
+
+
+@router.post("/prompts/{name}/activate")
+async def activate_prompt(
+    body: prompts_svc.ActivateIn, request: Request, _: AdminUser, db: DatabaseDep, name: str = PromptName
+) -> dict[str, Any]:
+    await db.run(prompts_svc.activate, name, body)
+    request.state.audit_target = f"prompt={name},version={body.version}"
+    await _publisher(request).publish_prompt(name)
+    return await db.run(prompts_svc.get, name)
+
+
+# ---- operations --------------------------------------------------------------------------------
+
+
+@router.get("/status")
+async def get_status(request: Request, _: AdminUser) -> dict[str, Any]:
+    return await status_view(request.app)
+
+
+@router.get("/overview")
+async def get_overview(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
+    return await db.run(overview_view)
+
+
+@router.get("/audit", response_model=Page)
+async def audit(_: AdminUser, db: DatabaseDep, limit: Limit = 50, cursor: Cursor = None) -> Page:
+    return await db.run(list_audit, limit, cursor)
+
+
+@router.get("/guardrail-events", response_model=Page)
+async def guardrail_events(_: AdminUser, db: DatabaseDep, limit: Limit = 50, cursor: Cursor = None) -> Page:
+    return await db.run(list_guardrail_events, limit, cursor)

@@ -1,0 +1,46 @@
+"""Liveness, readiness and Prometheus metrics (outside `/api/v1`, no auth)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from services.gateway.metrics import CONTENT_TYPE
+from services.gateway.readiness import readiness
+from services.gateway.stats import task_counts
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/ready", responses={503: {"description": "a dependency is down (body says which)"}})
+async def ready(request: Request) -> Any:
+    result = await readiness(request.app)
+    if result.ready:
+        return {"status": "ready", "checks": result.checks}
+    failed = [name for name, c in result.checks.items() if not c["ok"]]
+    body = {
+        "type": "https://agentix.dev/problems/not-ready",
+        "title": "Service Unavailable",
+        "status": 503,
+        "detail": f"Not ready: {', '.join(failed)}.",
+        "instance": "/ready",
+        "request_id": getattr(request.state, "request_id", None),
+        "failed": failed,
+        "checks": result.checks,
+    }
+    return JSONResponse(body, status_code=503, media_type="application/problem+json")
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    st = request.app.state
+    counts = await st.db.run(task_counts)
+    reconnects = st.bus.reconnects if st.bus is not None else 0
+    return Response(st.metrics.render(counts, reconnects), media_type=CONTENT_TYPE)

@@ -1,0 +1,242 @@
+"""Knowledge-base routes. Thin: every read and write is a tool call to tools_go_equiv over NATS
+(the gateway never touches those tables); uploads are streamed into the uploads object store
+and the tool queues the ingestion job."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+import weakref
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse
+from nats.js.api import ObjectStoreConfig
+from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.object_store import ObjectStore
+from pydantic import BaseModel, Field, ValidationError
+from sse_starlette import EventSourceResponse
+from starlette.datastructures import UploadFile
+
+from services.gateway.deps import BusDep, CurrentUser
+from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
+from services.gateway.problems import ApiProblem
+from services.gateway.sse import event_stream, resume_point
+from shared.bus import Bus
+from shared.bus.tools import ToolClient
+from shared.contract.ingest import INLINE_UPLOAD_MAX, TERMINAL_JOB, uploads_bucket
+from shared.contract.tools import ToolMeta
+
+router = APIRouter(prefix="/kb", tags=["knowledge base"])
+
+# Tool error code → HTTP status. Anything unknown is the tool service's fault: 502, never 500.
+STATUS_OF = {
+    "not_found": 404,
+    "conflict": 409,
+    "bad_arguments": 422,
+    "bad_document": 422,
+    "too_large": 413,
+    "unsupported_media_type": 415,
+    "unsupported_language": 422,
+    "unavailable": 503,
+    "timeout": 504,
+    "unknown_tool": 503,
+}
+_clients: weakref.WeakKeyDictionary[Bus, ToolClient] = weakref.WeakKeyDictionary()
+
+
+async def call_go_tool(bus: Bus, user_id: str, tool: str, args: dict[str, Any], timeout_s: float = 30.0) -> Any:
+    """Call a tools_go_equiv tool as `user_id`; a tool error becomes problem+json."""
+    client = _clients.get(bus)
+    if client is None:
+        client = _clients[bus] = ToolClient(bus, services=("go",))
+    reply = await client.call(tool, {**args, "user_id": user_id}, ToolMeta(user_id=user_id), timeout_s=timeout_s)
+    if reply.ok:
+        return reply.result
+    code = reply.error.code if reply.error else "error"
+    message = reply.error.message if reply.error else "the tool failed"
+    status = STATUS_OF.get(code, 502)
+    title = {
+        404: "Not Found",
+        409: "Conflict",
+        413: "Content Too Large",
+        415: "Unsupported Media Type",
+        422: "Invalid request",
+        503: "Service Unavailable",
+        504: "Gateway Timeout",
+    }.get(status, "Bad Gateway")
+    raise ApiProblem(status, title, message, type_=code.replace("_", "-"))
+
+
+async def uploads(bus: Bus) -> ObjectStore:
+    name = uploads_bucket(bus.settings.bucket_prefix)
+    try:
+        return await bus.js.object_store(name)
+    except (NotFoundError, BadRequestError):
+        with contextlib.suppress(BadRequestError):
+            await bus.js.create_object_store(name, ObjectStoreConfig(replicas=bus.settings.js_replicas))
+        return await bus.js.object_store(name)
+
+
+class KbIn(BaseModel):
+    name: str = Field(min_length=1, max_length=100)
+    description: str = Field(default="", max_length=2000)
+
+
+class DocumentText(BaseModel):
+    title: str = Field(min_length=1, max_length=500)
+    text: str = Field(min_length=1)
+
+
+class SearchIn(BaseModel):
+    query: str = Field(min_length=1, max_length=4000)
+    top_k: int = Field(default=5, ge=1, le=50)
+    mode: Literal["hybrid", "vector", "fulltext", "graph"] = "hybrid"
+
+
+@router.post("", status_code=201)
+async def create_kb(body: KbIn, request: Request, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    out = await call_go_tool(bus, user.id, "kb_create", body.model_dump())
+    request.state.audit_target = f"kb={out['id']}"
+    return out
+
+
+@router.get("")
+async def list_kbs(user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    out = await call_go_tool(bus, user.id, "kb_list", {})
+    return {"items": out["items"], "next_cursor": None}
+
+
+@router.delete("/{kb}")
+async def delete_kb(kb: str, request: Request, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    request.state.audit_target = f"kb={kb}"
+    return await call_go_tool(bus, user.id, "kb_delete", {"kb": kb}, timeout_s=120)
+
+
+@router.get("/ingest/{job_id}")
+async def job_state(job_id: str, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    return await call_go_tool(bus, user.id, "kb_job_get", {"job_id": job_id})
+
+
+@router.get(
+    "/ingest/{job_id}/stream",
+    response_class=EventSourceResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "progress events"}},
+)
+async def job_stream(
+    job_id: str,
+    user: CurrentUser,
+    bus: BusDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
+    after: Annotated[str | None, Query(max_length=32)] = None,
+) -> EventSourceResponse:
+    start = resume_point(last_event_id, after)
+    state = await call_go_tool(bus, user.id, "kb_job_get", {"job_id": job_id})
+    return event_stream(bus, job_id, start, None, state["status"] in TERMINAL_JOB)
+
+
+async def _form_upload(request: Request, bus: Bus) -> dict[str, Any]:
+    form = await request.form(max_files=1, max_fields=10)
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise ApiProblem(422, "Invalid request", "Send the document as the multipart field `file`.")
+        if not upload.filename:
+            raise ApiProblem(422, "Invalid request", "The uploaded file has no name.")
+        title = form.get("title")
+        # Streamed into the object store chunk by chunk (the form spooled it to disk when large).
+        name = f"uploads/{uuid.uuid4().hex}"
+        await (await uploads(bus)).put(name, upload.file)
+        return {
+            "object_name": name,
+            "filename": upload.filename,
+            "media_type": upload.content_type,
+            "title": title if isinstance(title, str) and title.strip() else None,
+        }
+    finally:
+        await form.close()
+
+
+async def _json_upload(request: Request, bus: Bus) -> dict[str, Any]:
+    try:
+        body = DocumentText.model_validate_json(await request.body())
+    except ValidationError as exc:
+        errors = [{"code": e["type"], "message": e["msg"], "field": ".".join(map(str, e["loc"]))} for e in exc.errors()]
+        raise ApiProblem(422, "Invalid request", "Send {title, text} or a multipart file.", errors=errors) from exc
+    data = body.text.encode("utf-8")
+    if len(data) <= INLINE_UPLOAD_MAX:
+        return {"title": body.title, "text": body.text}
+    name = f"uploads/{uuid.uuid4().hex}"
+    await (await uploads(bus)).put(name, data)
+    return {"title": body.title, "object_name": name, "filename": "document.md", "media_type": "text/markdown"}
+
+
+@router.post(
+    "/{kb}/documents",
+    status_code=202,
+    responses={200: {"description": "identical content already ingested (no-op)"}, 415: {}, 413: {}},
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"file": {"type": "string", "format": "binary"}, "title": {"type": "string"}},
+                        "required": ["file"],
+                    }
+                },
+                "application/json": {"schema": DocumentText.model_json_schema()},
+            }
+        }
+    },
+)
+async def add_document(kb: str, request: Request, user: CurrentUser, bus: BusDep) -> JSONResponse:
+    media = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    if media == "multipart/form-data":
+        args = await _form_upload(request, bus)
+    elif media == "application/json":
+        args = await _json_upload(request, bus)
+    else:
+        raise ApiProblem(
+            415, "Unsupported Media Type", "Send multipart/form-data (field `file`) or JSON {title, text}."
+        )
+    try:
+        out = await call_go_tool(bus, user.id, "kb_ingest", {"kb": kb, **args}, timeout_s=60)
+    except ApiProblem:
+        if args.get("object_name"):  # the tool did not take the upload over
+            with contextlib.suppress(Exception):
+                await (await uploads(bus)).delete(args["object_name"])
+        raise
+    request.state.audit_target = f"document={out['document_id']}"
+    body = {"job_id": out["job_id"], "document_id": out["document_id"], "status": out["status"]}
+    if out.get("duplicate"):
+        return JSONResponse({**body, "duplicate": True, "detail": out.get("message")}, status_code=200)
+    links = {"self": f"/api/v1/kb/ingest/{out['job_id']}", "stream": f"/api/v1/kb/ingest/{out['job_id']}/stream"}
+    return JSONResponse({**body, "duplicate": False, "links": links}, status_code=202)
+
+
+@router.get("/{kb}/documents")
+async def list_documents(
+    kb: str, user: CurrentUser, bus: BusDep, limit: Limit = 50, cursor: Cursor = None
+) -> dict[str, Any]:
+    raw = decode_cursor(cursor) if cursor else None
+    out = await call_go_tool(bus, user.id, "doc_list", {"kb": kb, "limit": limit, "cursor": raw})
+    nxt = out.get("next_cursor")
+    return {"items": out["items"], "next_cursor": encode_cursor(nxt) if nxt else None}
+
+
+@router.get("/{kb}/documents/{doc_id}")
+async def get_document(kb: str, doc_id: str, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    return await call_go_tool(bus, user.id, "doc_get", {"kb": kb, "doc_id": doc_id})
+
+
+@router.delete("/{kb}/documents/{doc_id}")
+async def delete_document(kb: str, doc_id: str, request: Request, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    request.state.audit_target = f"document={doc_id}"
+    return await call_go_tool(bus, user.id, "doc_delete", {"kb": kb, "doc_id": doc_id}, timeout_s=120)
+
+
+@router.post("/{kb}/search")
+async def search(kb: str, body: SearchIn, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    out = await call_go_tool(bus, user.id, "kb_search", {"kb": kb, **body.model_dump()})
+    return {"kb": out["kb"], "mode": out["mode"], "chunks": out["chunks"]}

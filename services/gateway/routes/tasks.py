@@ -1,0 +1,70 @@
+"""Task routes: submit, read, list, cancel, approve, retry."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse
+
+from services.gateway import tasks as svc
+from services.gateway.deps import BusDep, CurrentUser, DatabaseDep
+from services.gateway.pagination import Cursor, Limit, Page
+from services.gateway.problems import ApiProblem
+from shared.contract.task import TaskStatus
+
+router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
+STATUSES = frozenset(TaskStatus.__args__)  # type: ignore[attr-defined]
+
+
+@router.post("", status_code=202, responses={422: {"description": "invalid workflow (every error)"}})
+async def submit(
+    body: svc.SubmitTask,
+    request: Request,
+    user: CurrentUser,
+    db: DatabaseDep,
+    bus: BusDep,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> JSONResponse:
+    grey = list(getattr(request.state, "guardrail_grey", None) or [])
+    task, created = await svc.submit(db, bus, user, body, idempotency_key, grey)
+    request.state.audit_target = f"task_id={task.id}"
+    return JSONResponse(svc.accepted(task) | {"created": created}, status_code=202)
+
+
+@router.get("", response_model=Page)
+async def list_tasks(
+    user: CurrentUser,
+    db: DatabaseDep,
+    status: Annotated[str | None, Query(description="comma-separated states")] = None,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+) -> Page:
+    statuses = [s.strip() for s in status.split(",") if s.strip()] if status else None
+    unknown = sorted(set(statuses or []) - STATUSES)
+    if unknown:
+        raise ApiProblem(422, "Invalid request", f"Unknown status {', '.join(unknown)}.")
+    return await db.run(svc.list_tasks, user, statuses, limit, cursor)
+
+
+@router.get("/{task_id}")
+async def get_task(task_id: str, user: CurrentUser, db: DatabaseDep) -> dict[str, Any]:
+    return await db.run(svc.task_view, user, task_id)
+
+
+@router.post("/{task_id}/cancel", status_code=202, responses={409: {"description": "already ended"}})
+async def cancel(task_id: str, user: CurrentUser, db: DatabaseDep, bus: BusDep) -> dict[str, Any]:
+    await svc.cancel(db, bus, user, task_id)
+    return {"id": task_id, "status": "cancelling", "links": svc.links(task_id)}
+
+
+@router.post("/{task_id}/approval", status_code=202, responses={409: {"description": "not waiting"}})
+async def approval(task_id: str, body: svc.Approval, user: CurrentUser, db: DatabaseDep, bus: BusDep) -> dict[str, Any]:
+    node_id = await svc.approve(db, bus, user, task_id, body)
+    return {"id": task_id, "node_id": node_id, "decision": body.decision, "links": svc.links(task_id)}
+
+
+@router.post("/{task_id}/retry", status_code=202, responses={409: {"description": "not failed/timeout"}})
+async def retry(task_id: str, user: CurrentUser, db: DatabaseDep, bus: BusDep) -> dict[str, Any]:
+    task = await svc.retry(db, bus, user, task_id)
+    return svc.accepted(task) | {"retry": task.retry}

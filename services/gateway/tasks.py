@@ -1,0 +1,393 @@
+"""Task records: submission (idempotent), reading, listing, cancel, approval and retry.
+The row is written first, then the message is queued (`queued_at` marks success; rows left
+unqueued by a crash are re-published at start with the same dedupe id)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from services.gateway.db import Database
+from services.gateway.dsl import check_dsl
+from services.gateway.ids import new_id
+from services.gateway.pagination import Page, decode_cursor, encode_cursor
+from services.gateway.principal import Principal
+from services.gateway.problems import ApiProblem
+from services.gateway.tables import IdempotencyKey, Task, TaskNode, Workflow, aware, now
+from shared.bus import Bus
+from shared.bus.events import EventPublisher, last_event_n
+from shared.contract.events import DoneEvent, StatusEvent
+from shared.contract.task import TERMINAL, CancelMessage, ResumeMessage, TaskMessage, TaskOptions
+
+log = logging.getLogger("agentix.gateway.tasks")
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+REQUEUE_AFTER = timedelta(seconds=10)
+RETRYABLE = frozenset({"failed", "timeout"})
+
+
+class _KeyTaken(Exception):
+    """The idempotency key was claimed by a concurrent request."""
+
+
+class SubmitTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dsl: dict[str, Any] | None = Field(default=None, description="the workflow (DSL.md); or give workflow_id")
+    workflow_id: str | None = Field(default=None, max_length=64)
+    input: dict[str, Any] = Field(default_factory=dict)
+    options: TaskOptions = Field(default_factory=TaskOptions)
+    session_id: str | None = Field(default=None, max_length=128)
+
+
+class Approval(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "reject"]
+    comment: str | None = Field(default=None, max_length=4000)
+    node_id: str | None = Field(default=None, max_length=64)
+
+
+def not_found(task_id: str) -> ApiProblem:
+    return ApiProblem(404, "Not Found", f"No task {task_id!r}.")
+
+
+def links(task_id: str) -> dict[str, str]:
+    base = f"/api/v1/tasks/{task_id}"
+    return {"self": base, "events": f"{base}/events", "stream": f"{base}/stream", "exec": f"{base}/exec"}
+
+
+def accepted(task: Task) -> dict[str, Any]:
+    return {"id": task.id, "status": task.status, "links": links(task.id)}
+
+
+# ---- reads ---------------------------------------------------------------------------------
+
+
+def load_owned(session: Session, user: Principal, task_id: str) -> Task:
+    task = session.get(Task, task_id)
+    if task is None or not user.can_see(task.user_id):
+        raise not_found(task_id)  # another user's task is indistinguishable from none
+    return task
+
+
+def usage_view(usage: dict[str, Any] | None) -> dict[str, Any]:
+    usage = usage or {}
+    out = {
+        "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+        "completion_tokens": int(usage.get("completion_tokens", 0)),
+        "cost": float(usage.get("cost", 0.0)),
+    }
+    if usage.get("models"):
+        out["models"] = usage["models"]
+    return out
+
+
+def node_views(task: Task, rows: list[TaskNode]) -> list[dict[str, Any]]:
+    by_id = {r.node_id: r for r in rows}
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for item in (task.dsl or {}).get("nodes", []):
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            node_id = item["id"]
+            seen.add(node_id)
+            out.append(_node_view(node_id, item.get("kind"), by_id.get(node_id)))
+    out.extend(_node_view(r.node_id, r.kind, r) for r in rows if r.node_id not in seen)
+    return out
+
+
+def _node_view(node_id: str, kind: Any, row: TaskNode | None) -> dict[str, Any]:
+    return {
+        "id": node_id,
+        "kind": (row.kind if row and row.kind else kind),
+        "status": row.status if row else "pending",
+        "started_at": aware(row.started_at) if row else None,
+        "finished_at": aware(row.finished_at) if row else None,
+        "duration_ms": row.duration_ms if row else None,
+        "error": row.error if row else None,
+        "output_preview": row.output_preview if row else None,
+    }
+
+
+def task_view(session: Session, user: Principal, task_id: str) -> dict[str, Any]:
+    task = load_owned(session, user, task_id)
+    rows = list(session.exec(select(TaskNode).where(TaskNode.task_id == task.id)))
+    return {
+        "id": task.id,
+        "status": task.status,
+        "user_id": task.user_id,
+        "workflow_id": task.workflow_id,
+        "created_at": aware(task.created_at),
+        "started_at": aware(task.started_at),
+        "finished_at": aware(task.finished_at),
+        "input": task.input,
+        "options": task.options,
+        "output": task.output,
+        "error": task.error,
+        "error_code": task.error_code,
+        "usage": usage_view(task.usage),
+        "retry": task.retry,
+        "chain_revision": task.chain_revision,
+        "prompt_versions": task.prompt_versions,
+        "guardrail_grey": task.guardrail_grey or [],
+        "nodes": node_views(task, rows),
+        "links": links(task.id),
+    }
+
+
+def summary(task: Task) -> dict[str, Any]:
+    return {
+        "id": task.id,
+        "status": task.status,
+        "user_id": task.user_id,
+        "workflow_id": task.workflow_id,
+        "created_at": aware(task.created_at),
+        "started_at": aware(task.started_at),
+        "finished_at": aware(task.finished_at),
+        "error": task.error,
+        "usage": usage_view(task.usage),
+        "links": links(task.id),
+    }
+
+
+def list_tasks(session: Session, user: Principal, statuses: list[str] | None, limit: int, cursor: str | None) -> Page:
+    query = select(Task).order_by(col(Task.id).desc()).limit(limit + 1)
+    if not user.is_admin:
+        query = query.where(Task.user_id == user.id)
+    if statuses:
+        query = query.where(col(Task.status).in_(statuses))
+    if cursor:
+        query = query.where(col(Task.id) < decode_cursor(cursor))
+    rows = list(session.exec(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(items=[summary(t) for t in rows], next_cursor=encode_cursor(rows[-1].id) if more else None)
+
+
+# ---- submission ----------------------------------------------------------------------------
+
+
+def _existing_for_key(session: Session, user_id: str, key: str) -> Task | None:
+    row = session.get(IdempotencyKey, (user_id, key))
+    if row is None or aware(row.created_at) < now() - IDEMPOTENCY_WINDOW:  # type: ignore[operator]
+        return None
+    return session.get(Task, row.task_id)
+
+
+def _resolve_dsl(session: Session, user: Principal, body: SubmitTask) -> tuple[dict[str, Any], str | None]:
+    if body.dsl is not None and body.workflow_id is not None:
+        raise ApiProblem(422, "Invalid request", "Give either `dsl` or `workflow_id`, not both.")
+    if body.dsl is not None:
+        return body.dsl, None
+    if body.workflow_id is None:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            "The request needs a `dsl` (the workflow) or a `workflow_id`.",
+            errors=[{"code": "missing", "message": "dsl or workflow_id is required", "field": "dsl"}],
+        )
+    workflow = session.get(Workflow, body.workflow_id)
+    if workflow is None or not user.can_see(workflow.user_id):
+        raise ApiProblem(404, "Not Found", f"No workflow {body.workflow_id!r}.")
+    return workflow.dsl, workflow.id
+
+
+def _create(session: Session, user: Principal, body: SubmitTask, key: str | None, grey: list[str]) -> tuple[Task, bool]:
+    """Insert the task (and its idempotency key); returns (task, created)."""
+    if key:
+        existing = _existing_for_key(session, user.id, key)
+        if existing is not None:
+            return existing, False
+    dsl, workflow_id = _resolve_dsl(session, user, body)
+    check_dsl(dsl)
+    task = Task(
+        id=new_id("t"),
+        user_id=user.id,
+        workflow_id=workflow_id,
+        dsl=dsl,
+        input=body.input,
+        options=body.options.model_dump(exclude_none=True),
+        guardrail_grey=grey,
+        idempotency_key=key,
+    )
+    session.add(task)
+    if key:
+        held = session.get(IdempotencyKey, (user.id, key), populate_existing=True)
+        if held is not None:
+            if aware(held.created_at) >= now() - IDEMPOTENCY_WINDOW:  # type: ignore[operator]
+                raise _KeyTaken  # a parallel request just took the key: answer with its task
+            session.delete(held)  # older than the window: the key starts a new task
+            session.flush()
+        session.add(IdempotencyKey(user_id=user.id, key=key, task_id=task.id))
+    session.flush()
+    return task, True
+
+
+def task_message(task: Task, session_id: str | None = None) -> TaskMessage:
+    return TaskMessage(
+        task_id=task.id,
+        user_id=task.user_id,
+        dsl=task.dsl,
+        input=task.input or {},
+        options=TaskOptions.model_validate(task.options or {}),
+        session_id=session_id,
+        guardrail_grey=list(task.guardrail_grey or []),
+        retry=task.retry,
+    )
+
+
+def _msg_id(task: Task) -> str:
+    return task.id if task.retry == 0 else f"{task.id}:retry:{task.retry}"
+
+
+def _mark_queued(session: Session, task_id: str, seq: int | None) -> None:
+    task = session.get(Task, task_id)
+    if task is not None and task.queued_at is None:
+        task.queued_at = now()
+        task.queue_seq = seq
+        session.add(task)
+
+
+def _mark_unqueued_failure(session: Session, task_id: str, reason: str) -> None:
+    task = session.get(Task, task_id)
+    if task is not None and task.status == "submitted":
+        task.status, task.error, task.error_code = "failed", reason, "not_queued"
+        task.finished_at = now()
+        session.add(task)
+
+
+async def _queue(db: Database, bus: Bus, task: Task, session_id: str | None = None) -> None:
+    try:
+        ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task, session_id), msg_id=_msg_id(task))
+    except Exception as exc:
+        log.warning("could not queue task %s: %s", task.id, exc)
+        await db.run(_mark_unqueued_failure, task.id, "the task could not be queued (message bus unavailable)")
+        raise ApiProblem(503, "Service Unavailable", "The task queue is unavailable; try again.") from exc
+    await db.run(_mark_queued, task.id, None if ack.duplicate else ack.seq)
+
+
+async def submit(
+    db: Database, bus: Bus, user: Principal, body: SubmitTask, key: str | None, grey: list[str]
+) -> tuple[Task, bool]:
+    if key is not None and not 1 <= len(key) <= 255:
+        raise ApiProblem(400, "Bad Request", "Idempotency-Key must be 1 to 255 characters.")
+    try:
+        task, created = await db.run(_create, user, body, key, grey)
+    except (IntegrityError, _KeyTaken):
+        # The same key raced in from a parallel request: answer with the winner's task.
+        task = await db.run(lambda s: _existing_for_key(s, user.id, key or ""))
+        if task is None:
+            raise
+        created = False
+    if created:
+        await _queue(db, bus, task, body.session_id)
+    return task, created
+
+
+def _unqueued(session: Session) -> list[Task]:
+    cutoff = now() - REQUEUE_AFTER
+    query = select(Task).where(col(Task.queued_at).is_(None), Task.status == "submitted", col(Task.created_at) < cutoff)
+    return list(session.exec(query.limit(1000)))
+
+
+async def requeue_unpublished(db: Database, bus: Bus) -> int:
+    """Publish rows a crash left unqueued (same Nats-Msg-Id, so a message that did get out is
+    dropped as a duplicate within the stream's dedupe window)."""
+    count = 0
+    for task in await db.run(_unqueued):
+        try:
+            ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task), msg_id=_msg_id(task))
+        except Exception as exc:
+            log.warning("requeue of %s failed: %s", task.id, exc)
+            continue
+        await db.run(_mark_queued, task.id, None if ack.duplicate else ack.seq)
+        count += 1
+    if count:
+        log.info("re-published %d task(s) left unqueued", count)
+    return count
+
+
+# ---- actions -------------------------------------------------------------------------------
+
+
+async def cancel(db: Database, bus: Bus, user: Principal, task_id: str) -> Task:
+    task = await db.run(load_owned, user, task_id)
+    if task.status in TERMINAL:
+        raise ApiProblem(409, "Conflict", f"Task {task_id} already ended ({task.status}).")
+    await bus.publish(bus.subjects.cancel(task_id), CancelMessage(task_id=task_id, by=user.id))
+    if task.status == "submitted":
+        # Still queued: take the message off the work queue so no dispatcher starts it (if one
+        # has just pulled it, the cancel above stops it), and end the task in its event log so
+        # the record and SSE readers follow.
+        if task.queue_seq is not None:
+            with contextlib.suppress(Exception):  # already delivered and acked, or gone
+                await bus.js.delete_msg(bus.names.tasks_stream, task.queue_seq)
+        publisher = EventPublisher(bus, task_id, start_n=await last_event_n(bus, task_id))
+        reason = f"cancelled by {user.id} before it started"
+        await publisher.emit(StatusEvent(task_id=task_id, status="cancelled", error=reason, code="cancelled"))
+        await publisher.emit(DoneEvent(task_id=task_id, status="cancelled", error=reason))
+        await publisher.flush()
+    return task
+
+
+def _waiting_node(session: Session, task: Task, node_id: str | None) -> str:
+    waiting = [
+        n.node_id
+        for n in session.exec(select(TaskNode).where(TaskNode.task_id == task.id, TaskNode.status == "waiting"))
+    ]
+    if not waiting:  # the recorder may lag behind: fall back to the graph's approval nodes
+        waiting = [
+            n["id"]
+            for n in (task.dsl or {}).get("nodes", [])
+            if isinstance(n, dict) and n.get("kind") == "approval" and isinstance(n.get("id"), str)
+        ]
+    if node_id is not None:
+        if node_id not in waiting:
+            raise ApiProblem(409, "Conflict", f"Node {node_id!r} is not waiting for approval.")
+        return node_id
+    if len(waiting) != 1:
+        raise ApiProblem(
+            422,
+            "Invalid request",
+            f"{len(waiting)} approvals are waiting ({', '.join(waiting)}); name one with `node_id`.",
+        )
+    return waiting[0]
+
+
+def _approval_target(session: Session, user: Principal, task_id: str, node_id: str | None) -> str:
+    task = load_owned(session, user, task_id)
+    if task.status != "waiting":
+        raise ApiProblem(409, "Conflict", f"Task {task_id} is not waiting for approval ({task.status}).")
+    return _waiting_node(session, task, node_id)
+
+
+async def approve(db: Database, bus: Bus, user: Principal, task_id: str, body: Approval) -> str:
+    node_id = await db.run(_approval_target, user, task_id, body.node_id)
+    message = ResumeMessage(task_id=task_id, node_id=node_id, decision=body.decision, by=user.id, comment=body.comment)
+    await bus.js_publish(bus.subjects.tasks_resume, message, msg_id=f"{task_id}:resume:{node_id}")
+    return node_id
+
+
+def _reopen(session: Session, user: Principal, task_id: str) -> Task:
+    task = load_owned(session, user, task_id)
+    if task.status not in RETRYABLE:
+        raise ApiProblem(409, "Conflict", f"Only failed or timed-out tasks can be retried ({task.status}).")
+    task.retry += 1
+    task.status = "submitted"
+    task.finished_at = None
+    task.error = task.error_code = None
+    task.output = None
+    task.queued_at = task.queue_seq = None
+    session.add(task)
+    return task
+
+
+async def retry(db: Database, bus: Bus, user: Principal, task_id: str) -> Task:
+    task = await db.run(_reopen, user, task_id)
+    await _queue(db, bus, task)
+    return task
