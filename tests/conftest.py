@@ -39,6 +39,8 @@ def make_settings(nats_url: str, data_dir: Path, **overrides: object) -> Setting
         "gateway_db_url": None,
         "tools_db_url": None,
         "otlp_endpoint": None,
+        # JetStream reserves max_bytes per stream: keep test streams small so a whole run fits.
+        "events_max_bytes": 64 * 1024 * 1024,
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
@@ -54,7 +56,20 @@ async def bus(settings: Settings) -> AsyncIterator[Bus]:
     connected = await Bus.connect(settings, name="test")
     await connected.declare()
     yield connected
+    await drop_deployment(connected)
     await connected.close()
+
+
+async def drop_deployment(bus: Bus) -> None:
+    """Delete the test's streams and buckets so a long run does not fill the JetStream store."""
+    names = bus.names
+    streams = [names.tasks_stream, names.events_stream, names.ingest_stream,
+               f"KV_{names.control_bucket}", f"KV_{names.checkpoints_bucket}", f"OBJ_{names.reports_bucket}"]
+    for stream in streams:
+        try:
+            await bus.js.delete_stream(stream)
+        except Exception:  # already gone, or the test killed the server
+            pass
 
 
 @pytest.fixture(scope="session")

@@ -54,10 +54,19 @@ import httpx
 Step = dict[str, Any]
 MAX_RECORDED = 2000
 _REASONS = {
-    200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    408: "Request Timeout", 413: "Payload Too Large", 422: "Unprocessable Entity",
-    429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-    503: "Service Unavailable", 504: "Gateway Timeout",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
 }
 
 
@@ -133,8 +142,7 @@ def auth_failure(message: str = "Incorrect API key provided") -> Step:
 
 
 def model_not_found(model: str = "unknown") -> Step:
-    return error(404, f"The model `{model}` does not exist or you do not have access to it.",
-                 code="model_not_found")
+    return error(404, f"The model `{model}` does not exist or you do not have access to it.", code="model_not_found")
 
 
 def context_too_long(limit: int = 8192, asked: int = 9000) -> Step:
@@ -244,8 +252,13 @@ class OpenAIServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def script(
-        self, steps: list[Step], *, model: str | None = None, then: Step | None = None,
-        endpoint: str = "chat", append: bool = False,
+        self,
+        steps: list[Step],
+        *,
+        model: str | None = None,
+        then: Step | None = None,
+        endpoint: str = "chat",
+        append: bool = False,
     ) -> None:
         """Queue `steps` for requests to `model` (None: any model). `then` answers once the
         queue is empty (default: echo). `endpoint` is "chat" or "embeddings" (for embeddings
@@ -355,17 +368,25 @@ class OpenAIServer:
 
     @staticmethod
     async def _send(
-        writer: asyncio.StreamWriter, status: int, body: bytes, *,
-        content_type: str = "application/json", headers: dict[str, str] | None = None,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
     ) -> None:
-        head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-                f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+        head = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}",
+        ]
         head += [f"{k}: {v}" for k, v in (headers or {}).items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         await writer.drain()
 
-    async def _send_json(self, writer: asyncio.StreamWriter, status: int, data: Any,
-                         headers: dict[str, str] | None = None) -> None:
+    async def _send_json(
+        self, writer: asyncio.StreamWriter, status: int, data: Any, headers: dict[str, str] | None = None
+    ) -> None:
         await self._send(writer, status, json.dumps(data).encode(), headers=headers)
 
     async def _handle(
@@ -379,17 +400,30 @@ class OpenAIServer:
         if path.startswith("/_"):
             return await self._control(method, path, body, writer)
         with self._lock:
-            self._requests.append({
-                "path": path, "method": method, "model": body.get("model") if isinstance(body, dict) else None,
-                "body": body, "headers": {k: v for k, v in headers.items() if k in ("authorization", "user-agent")},
-            })
+            self._requests.append(
+                {
+                    "path": path,
+                    "method": method,
+                    "model": body.get("model") if isinstance(body, dict) else None,
+                    "body": body,
+                    "headers": {k: v for k, v in headers.items() if k in ("authorization", "user-agent")},
+                }
+            )
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             await self._send_json(writer, 401, _err_body("Incorrect API key provided", code="invalid_api_key"))
             return True
         if path == "/v1/models" and method == "GET":
-            await self._send_json(writer, 200, {"object": "list", "data": [
-                {"id": m, "object": "model", "created": 0, "owned_by": "agentix-test"} for m in self._known_models()
-            ]})
+            await self._send_json(
+                writer,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": m, "object": "model", "created": 0, "owned_by": "agentix-test"}
+                        for m in self._known_models()
+                    ],
+                },
+            )
             return True
         if path == "/v1/chat/completions" and method == "POST":
             return await self._chat(body, writer)
@@ -400,8 +434,13 @@ class OpenAIServer:
 
     async def _control(self, method: str, path: str, body: Any, writer: asyncio.StreamWriter) -> bool:
         if path == "/_script" and method == "POST":
-            self.script(body.get("steps", []), model=body.get("model"), then=body.get("then"),
-                        endpoint=body.get("endpoint", "chat"), append=bool(body.get("append")))
+            self.script(
+                body.get("steps", []),
+                model=body.get("model"),
+                then=body.get("then"),
+                endpoint=body.get("endpoint", "chat"),
+                append=bool(body.get("append")),
+            )
             await self._send_json(writer, 200, {"ok": True})
         elif path == "/_requests" and method == "GET":
             await self._send_json(writer, 200, {"requests": self.requests(None)})
@@ -467,16 +506,27 @@ class OpenAIServer:
             ra = float(step["retry_after"])
             headers["Retry-After"] = str(int(ra)) if ra == int(ra) else str(ra)
             headers["retry-after-ms"] = str(int(ra * 1000))
-        body = _err_body(step["message"], code=step.get("code"), type=step.get("type", "invalid_request_error"),
-                         param=step.get("param"))
+        body = _err_body(
+            step["message"],
+            code=step.get("code"),
+            type=step.get("type", "invalid_request_error"),
+            param=step.get("param"),
+        )
         await self._send_json(writer, int(step["status"]), body, headers)
 
     async def _stream(
-        self, writer: asyncio.StreamWriter, cid: str, model: str, step: Step, prompt_tokens: int,
+        self,
+        writer: asyncio.StreamWriter,
+        cid: str,
+        model: str,
+        step: Step,
+        prompt_tokens: int,
         include_usage: bool,
     ) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
         delay = float(step.get("delay_s") or 0.0)
         sent = 0
         for event in _stream_events(cid, model, step, prompt_tokens, include_usage):
@@ -519,13 +569,22 @@ class OpenAIServer:
             value: Any = base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode() if b64 else vec
             data.append({"object": "embedding", "index": i, "embedding": value})
         tokens = sum(estimate_tokens(t) for t in texts)
-        await self._send_json(writer, 200, {"object": "list", "data": data, "model": model,
-                                            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        await self._send_json(
+            writer,
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
         return True
 
 
-def _err_body(message: str, *, code: str | None = None, type: str = "invalid_request_error",
-              param: str | None = None) -> dict[str, Any]:
+def _err_body(
+    message: str, *, code: str | None = None, type: str = "invalid_request_error", param: str | None = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
@@ -538,8 +597,11 @@ def _echo(body: dict[str, Any]) -> str:
 
 def _tool_calls_of(step: Step) -> list[dict[str, Any]]:
     return [
-        {"id": tc.get("id") or f"call_{i}_{tc['name']}", "type": "function",
-         "function": {"name": tc["name"], "arguments": tc["arguments"]}}
+        {
+            "id": tc.get("id") or f"call_{i}_{tc['name']}",
+            "type": "function",
+            "function": {"name": tc["name"], "arguments": tc["arguments"]},
+        }
         for i, tc in enumerate(step.get("tool_calls") or [])
     ]
 
@@ -555,8 +617,7 @@ def _usage(step: Step, prompt_tokens: int) -> dict[str, int] | None:
     text = step.get("text") or ""
     text = "".join(text) if isinstance(text, list) else text
     completion = estimate_tokens(text) + sum(estimate_tokens(tc["arguments"]) for tc in step.get("tool_calls") or [])
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
-            "total_tokens": prompt_tokens + completion}
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion}
 
 
 def _completion(cid: str, model: str, step: Step, prompt_tokens: int) -> dict[str, Any]:
@@ -570,9 +631,17 @@ def _completion(cid: str, model: str, step: Step, prompt_tokens: int) -> dict[st
         r = step["reasoning"]
         message[step.get("reasoning_field") or "reasoning_content"] = "".join(r) if isinstance(r, list) else r
     out: dict[str, Any] = {
-        "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": step.get("finish_reason") or ("tool_calls" if calls else "stop")}],
+        "id": cid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": step.get("finish_reason") or ("tool_calls" if calls else "stop"),
+            }
+        ],
     }
     usage = _usage(step, prompt_tokens)
     if usage is not None:
@@ -584,8 +653,13 @@ def _stream_events(cid: str, model: str, step: Step, prompt_tokens: int, include
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        data = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
         return f"data: {json.dumps(data)}\n\n"
 
     size = int(step.get("chunk_chars") or 4)
@@ -604,15 +678,31 @@ def _stream_events(cid: str, model: str, step: Step, prompt_tokens: int, include
     calls = _tool_calls_of(step)
     for index, call in enumerate(calls):
         fn = call["function"]
-        yield chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                     "function": {"name": fn["name"], "arguments": ""}}]})
+        yield chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": fn["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
         for piece in _pieces(fn["arguments"], 8):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, step.get("finish_reason") or ("tool_calls" if calls else "stop"))
     usage = _usage(step, prompt_tokens)
     if include_usage and usage is not None:
-        data = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [], "usage": usage}
+        data = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": usage,
+        }
         yield f"data: {json.dumps(data)}\n\n"
     yield "data: [DONE]\n\n"
 
@@ -627,8 +717,15 @@ class ScriptClient:
         self.root = url.rstrip("/").removesuffix("/v1")
         self.timeout_s = timeout_s
 
-    def script(self, steps: list[Step], *, model: str | None = None, then: Step | None = None,
-               endpoint: str = "chat", append: bool = False) -> None:
+    def script(
+        self,
+        steps: list[Step],
+        *,
+        model: str | None = None,
+        then: Step | None = None,
+        endpoint: str = "chat",
+        append: bool = False,
+    ) -> None:
         payload = {"steps": steps, "model": model, "then": then, "endpoint": endpoint, "append": append}
         httpx.post(f"{self.root}/_script", json=payload, timeout=self.timeout_s).raise_for_status()
 
@@ -652,9 +749,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     async def run() -> None:
-        srv = OpenAIServer(host=args.host, port=args.port, api_key=args.api_key,
-                           models=args.models.split(",") if args.models else None,
-                           context_tokens=args.context_tokens)
+        srv = OpenAIServer(
+            host=args.host,
+            port=args.port,
+            api_key=args.api_key,
+            models=args.models.split(",") if args.models else None,
+            context_tokens=args.context_tokens,
+        )
         if args.script:
             spec = json.loads(args.script.read_text())
             if isinstance(spec, list):

@@ -48,6 +48,7 @@ class TokenBudget:
 class Delta:
     kind: Literal["token", "thinking"]
     text: str
+    model: str | None = None  # the alias of the model streaming it (e.g. "offline")
 
 
 DeltaSink = Callable[[Delta], Awaitable[None]]
@@ -58,6 +59,7 @@ class ToolCallRequest:
     id: str
     name: str
     arguments: dict[str, Any]
+    arguments_error: str | None = None  # set when the model's arguments were not a JSON object
 
 
 @dataclass
@@ -80,6 +82,8 @@ class LLMResult:
     usage: Usage = field(default_factory=Usage)
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     cached: bool = False
+    thinking: str = ""  # reasoning text, when the model streams it
+    finish_reason: str | None = None  # "stop", "length", "tool_calls"…
 
 
 class LLM(Protocol):
@@ -117,6 +121,7 @@ class AgentTurn:
     meta: ToolMeta
     inject: dict[str, Any]  # runtime values (user_id, session_id, kb…) added to tool args
     max_steps: int = 8
+    allow_high_risk: bool = False  # high-risk tools are refused unless the node allows them
 
 
 class AgentRunner(Protocol):

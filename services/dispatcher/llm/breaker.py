@@ -1,0 +1,234 @@
+"""Per-model circuit breakers whose state is shared by every dispatcher replica.
+
+closed → open after `failure_threshold` consecutive failures → after `cooldown_s` one caller
+claims the half-open probe → its success closes the breaker, its failure opens it again.
+A probe whose caller died is taken over after `probe_timeout_s`.
+
+State lives in a `BreakerStore`: in memory (one process) or in the control KV bucket under
+`breakers.<model>` with compare-and-set updates, so a trip seen by one replica holds for all.
+Times are wall-clock seconds (they are compared across machines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+from shared.contract.models import BreakerState
+
+if TYPE_CHECKING:
+    from shared.bus import Bus
+
+log = logging.getLogger("agentix.llm.breaker")
+Change = Callable[[BreakerState], BreakerState | None]
+Listener = Callable[[BreakerState], Awaitable[None] | None]
+RECENT_FAILURES = 5
+
+
+class BreakerStore(Protocol):
+    async def load(self, model: str) -> BreakerState: ...
+
+    async def update(self, model: str, change: Change) -> tuple[BreakerState, bool]:
+        """Atomically apply `change` to the current state (None = leave as is).
+        Returns the resulting state and whether this call changed it."""
+        ...
+
+
+class MemoryBreakerStore:
+    """One process: updates are atomic because they never await between read and write."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, BreakerState] = {}
+
+    async def load(self, model: str) -> BreakerState:
+        return self._states.get(model) or BreakerState(model=model)
+
+    async def update(self, model: str, change: Change) -> tuple[BreakerState, bool]:
+        current = self._states.get(model) or BreakerState(model=model)
+        new = change(current)
+        if new is None:
+            return current, False
+        self._states[model] = new
+        return new, True
+
+
+def breaker_key(model: str) -> str:
+    # KV keys allow [-/_=.a-zA-Z0-9]; model aliases are free text.
+    return "breakers." + re.sub(r"[^-/_=a-zA-Z0-9]", "_", model)
+
+
+class KVBreakerStore:
+    """Breaker states in the control KV bucket (`breakers.<model>`), updated with CAS."""
+
+    MAX_CAS_TRIES = 20
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self._kv: Any = None
+
+    async def _bucket(self) -> Any:
+        if self._kv is None:
+            self._kv = await self.bus.js.key_value(self.bus.names.control_bucket)
+        return self._kv
+
+    async def _get(self, model: str) -> tuple[BreakerState, int | None]:
+        kv = await self._bucket()
+        try:
+            entry = await kv.get(breaker_key(model))
+        except KeyNotFoundError:  # includes a deleted key
+            return BreakerState(model=model), None
+        if not entry.value:
+            return BreakerState(model=model), entry.revision
+        try:
+            return BreakerState.model_validate_json(entry.value), entry.revision
+        except ValueError:
+            log.warning("unreadable breaker state for %s; treating it as closed", model)
+            return BreakerState(model=model), entry.revision
+
+    async def load(self, model: str) -> BreakerState:
+        return (await self._get(model))[0]
+
+    async def update(self, model: str, change: Change) -> tuple[BreakerState, bool]:
+        kv = await self._bucket()
+        key = breaker_key(model)
+        for _ in range(self.MAX_CAS_TRIES):
+            current, revision = await self._get(model)
+            new = change(current)
+            if new is None:
+                return current, False
+            data = new.model_dump_json(exclude_none=True).encode()
+            try:
+                if revision is None:
+                    await kv.create(key, data)
+                else:
+                    await kv.update(key, data, last=revision)
+            except KeyWrongLastSequenceError:
+                await asyncio.sleep(0)  # another replica wrote first: re-read and re-decide
+                continue
+            return new, True
+        raise RuntimeError(f"breaker state of {model!r} kept changing under us")
+
+
+@dataclass(frozen=True)
+class BreakerPolicy:
+    failure_threshold: int = 5
+    cooldown_s: float = 30.0
+    probe_timeout_s: float = 120.0
+
+
+Admission = Literal["closed", "probe"]
+
+
+class CircuitBreakers:
+    """The breaker logic over a store. `listeners` are called on every state transition (for
+    events and logs); `states()` gives the current states for heartbeats."""
+
+    def __init__(
+        self,
+        store: BreakerStore | None = None,
+        policy: BreakerPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store: BreakerStore = store or MemoryBreakerStore()
+        self.policy = policy or BreakerPolicy()
+        self.clock = clock
+        self.listeners: list[Listener] = []
+        self.known: set[str] = set()
+
+    async def admit(self, model: str) -> Admission | None:
+        """May a call go to `model`? "closed": yes; "probe": yes, as the single half-open
+        probe; None: no (open, or another caller is probing)."""
+        self.known.add(model)
+        now = self.clock()
+        p = self.policy
+
+        def change(s: BreakerState) -> BreakerState | None:
+            since = s.opened_at or 0.0
+            if s.state == "open" and now - since >= p.cooldown_s:
+                return s.model_copy(update={"state": "half_open", "opened_at": now})
+            if s.state == "half_open" and now - since >= p.probe_timeout_s:
+                return s.model_copy(update={"opened_at": now})  # the last probe never reported
+            return None
+
+        state, changed = await self.store.update(model, change)
+        if state.state == "closed":
+            return "closed"
+        if changed and state.state == "half_open":
+            await self._notify(state)
+            return "probe"
+        return None
+
+    async def success(self, model: str) -> None:
+        before: list[BreakerState] = []
+
+        def change(s: BreakerState) -> BreakerState | None:
+            before[:] = [s]
+            if s.state == "closed" and s.failures == 0:
+                return None
+            return s.model_copy(update={"state": "closed", "failures": 0, "opened_at": None})
+
+        state, changed = await self.store.update(model, change)
+        if changed and before[0].state != "closed":
+            log.info("circuit breaker of %s is closed again", model)
+            await self._notify(state)
+
+    async def failure(self, model: str, code: str, message: str) -> BreakerState:
+        now = self.clock()
+        p = self.policy
+        entry = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))} {code}: {message}"[:300]
+
+        before: list[BreakerState] = []
+
+        def change(s: BreakerState) -> BreakerState:
+            before[:] = [s]
+            failures = s.failures + 1
+            state, opened_at = s.state, s.opened_at
+            if s.state == "half_open" or (s.state == "closed" and failures >= p.failure_threshold):
+                state, opened_at = "open", now
+            return s.model_copy(
+                update={
+                    "state": state,
+                    "failures": failures,
+                    "opened_at": opened_at,
+                    "last_error": f"{code}: {message}",
+                    "recent_failures": [*s.recent_failures, entry][-RECENT_FAILURES:],
+                }
+            )
+
+        state, _ = await self.store.update(model, change)
+        if state.state != before[0].state:
+            log.warning("circuit breaker of %s is now %s (%s)", model, state.state, message)
+            await self._notify(state)
+        return state
+
+    async def release_probe(self, model: str) -> None:
+        """The probe ended without a verdict (cancelled, budget): let the next caller probe."""
+        now = self.clock()
+        cooldown = self.policy.cooldown_s
+
+        def change(s: BreakerState) -> BreakerState | None:
+            if s.state != "half_open":
+                return None
+            return s.model_copy(update={"state": "open", "opened_at": now - cooldown})
+
+        await self.store.update(model, change)
+
+    async def states(self, models: list[str] | None = None) -> list[BreakerState]:
+        names = sorted(set(models or []) | self.known)
+        return [await self.store.load(m) for m in names]
+
+    async def _notify(self, state: BreakerState) -> None:
+        for listener in list(self.listeners):
+            try:
+                result = listener(state)
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                log.exception("breaker listener failed")

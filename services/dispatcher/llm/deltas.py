@@ -1,0 +1,69 @@
+"""Delivery of stream deltas to the caller's sink with adaptive coalescing.
+
+The sink (usually: publish a `token` event) runs in its own task. While it is busy, newer
+deltas of the same kind are merged into one, so a model that streams faster than events can be
+published produces fewer, larger token events, while a slow model still gets one event per
+delta. Order is kept; nothing is dropped; `flush()` waits until everything was delivered and
+re-raises a sink failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from services.dispatcher.llm.api import Delta, DeltaSink
+
+
+class DeltaStream:
+    def __init__(self, sink: DeltaSink, coalesce: bool = True) -> None:
+        self.sink = sink
+        self.coalesce = coalesce
+        self._pending: list[Delta] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def push(self, delta: Delta) -> None:
+        if not self.coalesce:
+            await self.sink(delta)
+            return
+        self._raise_failure()
+        last = self._pending[-1] if self._pending else None
+        if last is not None and last.kind == delta.kind and last.model == delta.model:
+            self._pending[-1] = Delta(last.kind, last.text + delta.text, last.model)
+        else:
+            self._pending.append(delta)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._drain(), name="llm-deltas")
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            for delta in batch:
+                await self.sink(delta)
+
+    def _raise_failure(self) -> None:
+        task = self._task
+        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+            self._task = None
+            raise task.exception()  # type: ignore[misc]
+
+    async def flush(self) -> None:
+        while self._task is not None:
+            if not self._task.done():
+                await self._task  # a sink failure is raised here
+            self._raise_failure()
+            if self._pending:  # only if the producer pushed while the drain was ending
+                self._task = asyncio.create_task(self._drain(), name="llm-deltas")
+            else:
+                self._task = None
+
+    async def settle(self) -> None:
+        """Deliver what is pending when the call fails anyway; a sink error here is dropped
+        (the call's own error is the one to report)."""
+        with contextlib.suppress(Exception):
+            await self.flush()
+
+    def cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._pending.clear()

@@ -1,0 +1,120 @@
+"""The model pool: endpoints per model config, shared breakers, output cache, redaction, and
+the control-plane view. `pool.pinned()` gives a task its `LLM` (see failover.PinnedLLM).
+
+    pool = ModelPool.for_service(settings, bus)          # KV breakers, Redis cache if configured
+    await ControlPlane(bus).watch(pool.control.apply)     # hot swaps (apply is idempotent)
+    llm = pool.pinned()                                   # at task start
+    result = await llm.complete(LLMRequest(messages=[...]), budget=budget, on_delta=sink)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from services.dispatcher.harness.redact import Redactor
+from services.dispatcher.llm.breaker import (
+    BreakerPolicy,
+    BreakerStore,
+    CircuitBreakers,
+    KVBreakerStore,
+    MemoryBreakerStore,
+)
+from services.dispatcher.llm.cache import LRUCache, OutputCache, RedisCache
+from services.dispatcher.llm.control import ModelControl
+from services.dispatcher.llm.endpoint import Endpoint, OfflineEndpoint, OpenAIEndpoint
+from services.dispatcher.llm.errors import AttemptError
+from services.dispatcher.llm.failover import PinnedLLM, RetryPolicy
+from shared.contract.models import BreakerState, ModelConfig
+from shared.secrets import SecretError, decrypt_secret
+from shared.settings import Settings
+
+if TYPE_CHECKING:
+    from shared.bus import Bus
+
+log = logging.getLogger("agentix.llm.pool")
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class ModelPool:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        control: ModelControl | None = None,
+        breaker_store: BreakerStore | None = None,
+        breaker_policy: BreakerPolicy | None = None,
+        cache: OutputCache | None = None,
+        use_cache: bool = True,
+        retry: RetryPolicy | None = None,
+        redactor: Redactor | None = None,
+        sleep: Sleep = asyncio.sleep,
+        coalesce_deltas: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.control = control or ModelControl(settings)
+        self.breakers = CircuitBreakers(breaker_store or MemoryBreakerStore(), breaker_policy)
+        self.cache: OutputCache | None = (cache or LRUCache()) if use_cache else None
+        self.retry = retry or RetryPolicy()
+        self.redactor = redactor or Redactor()
+        self.sleep = sleep
+        # Merge deltas that arrive while the sink is still publishing the previous one
+        # (llm/deltas.py): fewer, larger token events when the model outpaces the bus.
+        self.coalesce_deltas = coalesce_deltas
+        self._endpoints: dict[str, Endpoint] = {}
+        self._secret: str | None = None
+
+    @classmethod
+    def for_service(cls, settings: Settings, bus: Bus | None = None, **kwargs: object) -> ModelPool:
+        """Breakers in the control KV bucket when a bus is given (shared by replicas), the
+        output cache in Redis when `settings.redis_url` is set."""
+        if bus is not None and "breaker_store" not in kwargs:
+            kwargs["breaker_store"] = KVBreakerStore(bus)
+        if settings.redis_url and "cache" not in kwargs:
+            kwargs["cache"] = RedisCache(settings.redis_url, settings.redis_key_prefix)
+        return cls(settings, **kwargs)  # type: ignore[arg-type]
+
+    def pinned(self, model: str | None = None, chain_revision: int | None = None) -> PinnedLLM:
+        """The LLM for a task starting now: bound to the current chain revision, pricing and
+        prompts. `model` is the task's default alias (task option), else the chain's active.
+        A resumed task passes the `chain_revision` it started with (used while remembered)."""
+        return PinnedLLM(self, self.control.snapshot(chain_revision), model)
+
+    def endpoint(self, cfg: ModelConfig) -> Endpoint:
+        fingerprint = cfg.model_dump_json()
+        found = self._endpoints.get(fingerprint)
+        if found is not None:
+            return found
+        if cfg.provider == "offline":
+            endpoint: Endpoint = OfflineEndpoint(cfg)
+        else:
+            endpoint = OpenAIEndpoint(cfg, self._api_key(cfg))
+        self._endpoints[fingerprint] = endpoint
+        return endpoint
+
+    def _api_key(self, cfg: ModelConfig) -> str | None:
+        if not cfg.api_key_enc:
+            return None
+        if self._secret is None:
+            self._secret = self.settings.persistent_secret("secret_key")
+        try:
+            return decrypt_secret(cfg.api_key_enc, self._secret)
+        except SecretError as exc:
+            raise AttemptError("auth", f"the API key of model {cfg.name!r} cannot be used: {exc}") from exc
+
+    async def breaker_states(self) -> list[BreakerState]:
+        """Every chain model's breaker (for heartbeats and the admin status page)."""
+        names = [c.name for c in self.control.chain.models.values()]
+        return await self.breakers.states(names)
+
+    async def aclose(self) -> None:
+        for endpoint in self._endpoints.values():
+            try:
+                await endpoint.aclose()
+            except Exception:
+                log.exception("closing model endpoint failed")
+        self._endpoints.clear()
+        if self.cache is not None:
+            await self.cache.aclose()

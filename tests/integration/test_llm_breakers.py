@@ -1,0 +1,144 @@
+"""Circuit breakers through the pool against the scripted server, in memory and in the control
+KV bucket shared by two bus connections (= two dispatcher replicas)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from services.dispatcher.llm.api import LLMRequest
+from services.dispatcher.llm.breaker import BreakerPolicy, CircuitBreakers, KVBreakerStore, breaker_key
+from services.dispatcher.llm.control import ModelControl
+from services.dispatcher.llm.failover import RetryPolicy
+from services.dispatcher.llm.pool import ModelPool
+from shared.bus import Bus
+from shared.contract.models import BreakerState, ModelChain, ModelConfig
+from shared.settings import Settings
+from tests.support import openai_server as oai
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+POLICY = BreakerPolicy(failure_threshold=3, cooldown_s=10.0, probe_timeout_s=60.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def srv() -> AsyncIterator[oai.OpenAIServer]:
+    async with oai.OpenAIServer() as server:
+        yield server
+
+
+def make_pool(settings: Settings, url: str, clock: Clock, **kw: object) -> ModelPool:
+    models = {n: ModelConfig(id=n, name=n, base_url=url, model=f"{n}-m") for n in ("primary", "fallback")}
+    chain = ModelChain(revision=1, active="primary", fallbacks=["fallback"], models=models)
+
+    async def no_wait(_: float) -> None:
+        await asyncio.sleep(0)
+
+    pool = ModelPool(
+        settings,
+        control=ModelControl(settings, chain=chain),
+        breaker_policy=POLICY,
+        retry=RetryPolicy(attempts=1),
+        sleep=no_wait,
+        **kw,
+    )  # type: ignore[arg-type]
+    pool.breakers.clock = clock
+    return pool
+
+
+def primary_calls(server: oai.OpenAIServer) -> int:
+    return sum(1 for r in server.requests() if r["model"] == "primary-m")
+
+
+async def test_breaker_opens_after_n_and_recovers_through_half_open(srv: oai.OpenAIServer, tmp_path: Path) -> None:
+    clock = Clock()
+    pool = make_pool(Settings(data_dir=tmp_path), srv.url, clock)
+    transitions: list[str] = []
+    pool.breakers.listeners.append(lambda s: transitions.append(s.state))
+    srv.script([oai.server_error(500)] * 3, model="primary-m")
+    for _ in range(3):  # each call fails over to the fallback while the primary fails
+        assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+    assert transitions == ["open"]
+    # Open: the primary is not even asked.
+    assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+    assert primary_calls(srv) == 3
+    # After the cooldown one probe goes to the primary; its failure opens the breaker again.
+    clock.now += 10
+    srv.script([oai.server_error(500)], model="primary-m")
+    assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+    assert primary_calls(srv) == 4 and transitions == ["open", "half_open", "open"]
+    assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+    assert primary_calls(srv) == 4
+    # Next cooldown: the probe succeeds and the breaker closes.
+    clock.now += 10
+    assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+    assert transitions == ["open", "half_open", "open", "half_open", "closed"]
+    state = {s.model: s for s in await pool.breaker_states()}["primary"]
+    assert state.state == "closed" and state.failures == 0 and len(state.recent_failures) == 4
+    await pool.aclose()
+
+
+async def test_half_open_admits_a_single_probe(tmp_path: Path) -> None:
+    clock = Clock()
+    breakers = CircuitBreakers(policy=POLICY, clock=clock)
+    for _ in range(3):
+        await breakers.failure("m", "timeout", "slow")
+    assert await breakers.admit("m") is None
+    clock.now += 10
+    assert await breakers.admit("m") == "probe"
+    assert await breakers.admit("m") is None  # someone else is probing
+    await breakers.release_probe("m")  # the probe was cancelled without a verdict
+    assert await breakers.admit("m") == "probe"
+    clock.now += POLICY.probe_timeout_s  # that probe never reported: taken over
+    assert await breakers.admit("m") == "probe"
+
+
+async def test_a_trip_in_kv_is_honoured_by_another_replica(srv: oai.OpenAIServer, bus: Bus, settings: Settings) -> None:
+    clock = Clock()
+    other_bus = await Bus.connect(settings, name="replica-b")
+    pool_a = make_pool(settings, srv.url, clock, breaker_store=KVBreakerStore(bus))
+    pool_b = make_pool(settings, srv.url, clock, breaker_store=KVBreakerStore(other_bus))
+    try:
+        srv.script([oai.server_error(503)] * 3, model="primary-m")
+        for _ in range(3):
+            assert (await pool_a.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+        kv = await other_bus.js.key_value(other_bus.names.control_bucket)
+        stored = BreakerState.model_validate_json((await kv.get(breaker_key("primary"))).value)
+        assert stored.state == "open" and stored.failures == 3 and "503" in (stored.last_error or "")
+        # Replica B never saw a failure itself, yet skips the primary.
+        assert (await pool_b.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+        assert primary_calls(srv) == 3
+        assert {s.model: s.state for s in await pool_b.breaker_states()}["primary"] == "open"
+        # B's successful probe closes it for A too.
+        clock.now += 10
+        assert (await pool_b.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+        assert (await pool_a.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+        assert json.loads((await kv.get(breaker_key("primary"))).value)["state"] == "closed"
+    finally:
+        await pool_a.aclose()
+        await pool_b.aclose()
+        await other_bus.close()
+
+
+async def test_kv_updates_are_atomic_across_replicas(bus: Bus, settings: Settings) -> None:
+    other_bus = await Bus.connect(settings, name="replica-b")
+    try:
+        big = BreakerPolicy(failure_threshold=1000)
+        a = CircuitBreakers(KVBreakerStore(bus), big)
+        b = CircuitBreakers(KVBreakerStore(other_bus), big)
+        await asyncio.gather(*[(a if i % 2 else b).failure("m x/1", "timeout", f"#{i}") for i in range(20)])
+        state = await a.store.load("m x/1")
+        assert state.failures == 20 and state.model == "m x/1"
+    finally:
+        await other_bus.close()

@@ -1,0 +1,60 @@
+"""Adaptive coalescing of stream deltas in front of a slow sink."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.dispatcher.llm.api import Delta
+from services.dispatcher.llm.deltas import DeltaStream
+
+
+async def test_a_busy_sink_gets_merged_deltas_in_order() -> None:
+    got: list[Delta] = []
+    gate = asyncio.Event()
+
+    async def slow_sink(delta: Delta) -> None:
+        await gate.wait()
+        got.append(delta)
+
+    stream = DeltaStream(slow_sink)
+    await stream.push(Delta("thinking", "hm", "m"))
+    await asyncio.sleep(0)  # the sink took "hm" and is now busy
+    for piece in ["a", "b", "c"]:
+        await stream.push(Delta("token", piece, "m"))
+    await stream.push(Delta("thinking", "!", "m"))
+    await stream.push(Delta("token", "d", "m"))
+    gate.set()
+    await stream.flush()
+    assert [(d.kind, d.text) for d in got] == [("thinking", "hm"), ("token", "abc"), ("thinking", "!"), ("token", "d")]
+
+
+async def test_an_idle_sink_gets_every_delta_and_failures_surface() -> None:
+    got: list[str] = []
+
+    async def sink(delta: Delta) -> None:
+        if delta.text == "boom":
+            raise RuntimeError("publish failed")
+        got.append(delta.text)
+
+    stream = DeltaStream(sink)
+    for piece in ["x", "y"]:
+        await stream.push(Delta("token", piece))
+        await asyncio.sleep(0)
+    await stream.flush()
+    assert got == ["x", "y"]
+    await stream.push(Delta("token", "boom"))
+    with pytest.raises(RuntimeError, match="publish failed"):
+        await stream.flush()
+
+
+async def test_without_coalescing_the_sink_is_awaited_inline() -> None:
+    got: list[str] = []
+
+    async def sink(delta: Delta) -> None:
+        got.append(delta.text)
+
+    stream = DeltaStream(sink, coalesce=False)
+    await stream.push(Delta("token", "a"))
+    assert got == ["a"]
