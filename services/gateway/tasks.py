@@ -126,6 +126,7 @@ def task_view(session: Session, user: Principal, task_id: str) -> dict[str, Any]
         "started_at": aware(task.started_at),
         "finished_at": aware(task.finished_at),
         "input": task.input,
+        "dsl": task.dsl,
         "options": task.options,
         "output": task.output,
         "error": task.error,

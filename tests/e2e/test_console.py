@@ -5,18 +5,23 @@ fails when a scenario fails. Screenshots land in artifacts/screenshots/."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import RunningSuite
+from shared.bus import Bus
+from shared.contract.base import utcnow
+from shared.contract.heartbeat import Heartbeat
+from tests.e2e.conftest import RunningSuite, start_suite
 from tests.support.openai_server import OpenAIServer, reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +30,7 @@ SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 # Order matters only for screenshots and speed: `models` makes the scripted server the active
 # model through the UI; the run scenarios make sure of it themselves over the API.
-SCENARIOS = ["login", "models", "run", "approve", "reload", "kb", "tour"]
+SCENARIOS = ["login", "models", "run", "approve", "reload", "offline", "kb", "tour"]
 ANSWER = (
     "Agentix streams every token of a run over server-sent events. Each event carries its position "
     "in the task's log, so a browser that reconnects or reloads asks for what came after the last "
@@ -59,6 +64,15 @@ def test_console_logic() -> None:
 
 
 @pytest.fixture(scope="module")
+def running_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSuite]:
+    """The console scenarios change the model chain: they get a suite of their own."""
+    running = start_suite(tmp_path_factory.mktemp("console-suite"))
+    yield running
+    running.suite.stop()
+    running.nats.cleanup()
+
+
+@pytest.fixture(scope="module")
 def scripted_llm() -> Iterator[OpenAIServer]:
     server = OpenAIServer().start_in_thread()
     # ~80 chunks 40 ms apart: slow enough to reload mid-stream, fast enough for the suite.
@@ -72,7 +86,11 @@ def console_env(running_suite: RunningSuite, scripted_llm: OpenAIServer) -> dict
     user, password = "console-admin", secrets.token_urlsafe(16)
     added = subprocess.run(
         [sys.executable, "-m", "services.gateway", "user", "add", user, "--admin", "--password", password],
-        env=running_suite.env, capture_output=True, text=True, timeout=60, check=False,
+        env=running_suite.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert added.returncode == 0, f"could not create the console user: {added.stdout}{added.stderr}"
     page = httpx.get(f"{running_suite.url}/console/", timeout=10)
@@ -91,12 +109,51 @@ def console_env(running_suite: RunningSuite, scripted_llm: OpenAIServer) -> dict
     }
 
 
-@needs_browser
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_console_scenario(scenario: str, console_env: dict[str, str]) -> None:
+def run_scenario(scenario: str, env: dict[str, str]) -> None:
     proc = subprocess.run(
-        ["node", "run.mjs", scenario],
-        cwd=CONSOLE_TESTS, env=console_env, capture_output=True, text=True, timeout=240, check=False,
+        ["node", "run.mjs", scenario], cwd=CONSOLE_TESTS, env=env, capture_output=True, text=True, timeout=240
     )
     assert proc.returncode == 0, f"console scenario {scenario!r} failed:\n{proc.stdout}\n{proc.stderr}"
     assert f"ok {scenario}" in proc.stdout
+
+
+@needs_browser
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_console_scenario(scenario: str, console_env: dict[str, str]) -> None:
+    run_scenario(scenario, console_env)
+
+
+@pytest.fixture
+def ghost_instance(running_suite: RunningSuite, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A service instance that beats every 0.5 s until the browser test writes the stop file,
+    then falls silent like a killed process."""
+    stop_file = tmp_path / "stop-ghost"
+    instance = f"ghost-{secrets.token_hex(3)}"
+    finished = threading.Event()
+
+    async def beat() -> None:
+        bus = await Bus.connect(running_suite.settings, name="e2e-ghost")
+        subject = bus.subjects.heartbeat("e2e-ghost", instance)
+        started = utcnow()
+        try:
+            while not stop_file.exists() and not finished.is_set():
+                await bus.publish(
+                    subject,
+                    Heartbeat(
+                        service="e2e-ghost", instance=instance, version="e2e", started_at=started, interval_s=0.5
+                    ),
+                )
+                await asyncio.sleep(0.5)
+        finally:
+            await bus.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(beat()), name="ghost-heartbeat", daemon=True)
+    thread.start()
+    yield {"GHOST_INSTANCE": instance, "GHOST_STOP_FILE": str(stop_file)}
+    finished.set()
+    thread.join(10)
+
+
+@needs_browser
+def test_console_marks_a_silent_instance_stale(console_env: dict[str, str], ghost_instance: dict[str, str]) -> None:
+    run_scenario("stale", {**console_env, **ghost_instance})

@@ -2,6 +2,7 @@
 // screenshots, and a small API client for setup that the UI itself is not testing.
 
 import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -51,7 +52,8 @@ export async function shot(page, name, { fullPage = true } = {}) {
   mkdirSync(env.shots, { recursive: true });
   const path = join(env.shots, `${name}.png`);
   // A full-page shot of a scrolled page paints the sticky top bar mid-page: start at the top.
-  await page.evaluate(() => window.scrollTo(0, 0));
+  // Toasts are transient; in a still picture they only hide what is under them.
+  await page.evaluate(() => { window.scrollTo(0, 0); document.querySelector('.toasts')?.replaceChildren(); });
   await page.screenshot({ path, fullPage });
   return path;
 }
@@ -66,8 +68,8 @@ export function watchErrors(page) {
   return errors;
 }
 
-export async function login(page, user = env.user, password = env.password) {
-  await page.goto(`${env.url}/console/`);
+export async function login(page, { base = env.url, user = env.user, password = env.password } = {}) {
+  await page.goto(`${base}/console/`);
   await page.waitForURL(/\/console\/login/);
   await page.getByLabel('Username').fill(user);
   await page.getByLabel('Password').fill(password);
@@ -135,3 +137,23 @@ export async function waitChainApplied(api, revision, timeoutMs = 20000) {
 }
 
 export const rand = () => Math.random().toString(36).slice(2, 8);
+
+/**
+ * A TCP proxy in front of the gateway whose connections the test can cut, as a network
+ * failure would (Chromium's offline emulation leaves open streams alone).
+ */
+export async function cuttableProxy(target = env.url) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(port), hostname);
+    for (const s of [client, upstream]) { sockets.add(s); s.on('close', () => sockets.delete(s)); s.on('error', () => {}); }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    cut() { for (const s of sockets) s.destroy(); return sockets.size; },
+    close() { this.cut(); return new Promise((resolve) => server.close(resolve)); },
+  };
+}

@@ -4,7 +4,7 @@
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { env, check, shot, login, apiClient, ensureScriptedChain, rand } from './lib.mjs';
+import { env, check, shot, login, apiClient, ensureScriptedChain, cuttableProxy, rand } from './lib.mjs';
 
 const LONG = { timeout: 60000 };
 
@@ -22,8 +22,8 @@ async function finalOutput(page) {
   try { return JSON.parse(text); } catch { return text; }
 }
 
-async function submitRun(page, { dsl, file, input }) {
-  await page.goto(`${env.url}/console/runs/new`);
+async function submitRun(page, { base = env.url, dsl, file, input }) {
+  await page.goto(`${base}/console/runs/new`);
   if (file) {
     await page.getByRole('tab', { name: 'Upload file' }).click();
     await page.setInputFiles('input[aria-label="DSL file"]', file);
@@ -34,7 +34,7 @@ async function submitRun(page, { dsl, file, input }) {
   }
   await page.fill('textarea[name="text"], input[name="text"]', input);
   await page.click('[data-action="submit-run"]');
-  await page.waitForURL(/\/console\/runs\/[^/]+$/);
+  await page.waitForURL(/\/console\/runs\/(?!new$)[^/]+$/);
   await page.waitForSelector('svg.dag g.node');
   return decodeURIComponent(page.url().split('/').pop());
 }
@@ -89,6 +89,11 @@ export const scenarios = {
     await page.keyboard.press('Escape');
     await page.locator('dialog[open]').waitFor({ state: 'detached' });
 
+    // Disable, then enable again (before it is in the chain, so no run is affected).
+    await row.getByRole('button', { name: 'Disable' }).click();
+    await page.waitForSelector(`[data-testid="models"] tr[data-model="${name}"] .badge-disabled:text("disabled")`);
+    await row.getByRole('button', { name: 'Enable' }).click();
+    await page.waitForSelector(`[data-testid="models"] tr[data-model="${name}"] .badge-enabled`);
     await row.getByRole('button', { name: `Move ${name} to the front of the chain` }).click();
     const first = page.locator('[data-testid="chain"] li').first();
     check(await first.getAttribute('data-name') === name, 'the model moved to the front of the draft chain');
@@ -117,6 +122,13 @@ export const scenarios = {
     check(tokens.length > 20, `tokens are visible (${JSON.stringify(tokens)})`);
     check(output && output.out === tokens, `the streamed tokens equal the output:\n${tokens}\nvs\n${JSON.stringify(output)}`);
     check(await page.getAttribute('.run', 'data-duplicates') === '0', 'no event applied twice');
+    // Keyboard: a graph node is focusable and Enter selects it.
+    await page.focus('svg.dag g.node[data-node-id="out"]');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('[data-testid="node-panel"][data-node="out"]');
+    await page.focus('svg.dag g.node[data-node-id="ans"]');
+    await page.keyboard.press(' ');
+    await page.waitForSelector('[data-testid="node-panel"][data-node="ans"]');
     await shot(page, '04-run-done');
     return { taskId };
   },
@@ -167,6 +179,33 @@ export const scenarios = {
     await shot(page, '08-after-reload');
   },
 
+  async offline({ page }) {
+    await ensureScriptedChain(await apiClient());
+    const proxy = await cuttableProxy();
+    try {
+      await login(page, { base: proxy.url });
+      await submitRun(page, { base: proxy.url, dsl: example('hello.json'), input: 'What happens when the network drops?' });
+      await page.waitForFunction(() => (document.querySelector('[data-testid="tokens"]')?.textContent || '').trim().length >= 16, null, LONG);
+      const opened = [];
+      page.on('request', (r) => { if (r.url().includes('/events')) opened.push(r.url()); });
+      const before = await tokenText(page);
+      proxy.cut();
+      await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
+      await page.waitForSelector('[data-testid="final-output"]');
+      await page.click('svg.dag g.node[data-node-id="ans"]');
+      const text = await tokenText(page);
+      const output = await finalOutput(page);
+      check(opened.length > 0 && opened.every((u) => /[?&]after=\d+/.test(u)), `the stream reopened after the last id: ${opened}`);
+      check(text.startsWith(before) && text.length > before.length, 'the text went on after the connection was cut');
+      check(output.out === text, `no gap and no duplicate after the network came back:\n${text}\nvs\n${output.out}`);
+      check(await page.getAttribute('.run', 'data-gaps') === '0', 'no event is missing');
+      check(await page.getAttribute('.run', 'data-duplicates') === '0', 'nothing was sent twice');
+      await shot(page, '08b-after-network-loss');
+    } finally {
+      await proxy.close();
+    }
+  },
+
   async kb({ page }) {
     const kb = `e2e ${rand()}`;
     const word = `zorblax${rand()}`;
@@ -182,9 +221,19 @@ export const scenarios = {
     await page.getByRole('button', { name: 'Create' }).click();
     await page.waitForURL(/\/console\/kb\/.+/);
     await page.setInputFiles('[data-testid="file-input"]', file);
+    // Record every percentage the bar shows: it must only grow, and end at 100 %.
+    await page.evaluate(() => {
+      window.seenPercents = [];
+      new MutationObserver(() => {
+        const el = document.querySelector('[data-testid="upload-percent"]');
+        if (el && window.seenPercents.at(-1) !== el.textContent) window.seenPercents.push(el.textContent);
+      }).observe(document.querySelector('[data-testid="uploads"]'), { subtree: true, childList: true, characterData: true });
+    });
     await page.getByRole('button', { name: 'Upload' }).click();
     await page.waitForSelector('[data-testid="uploads"] .progress-row');
     await page.waitForFunction(() => document.querySelector('[data-testid="upload-percent"]')?.textContent === '100 %', null, LONG);
+    const seen = (await page.evaluate(() => window.seenPercents)).map((t) => parseInt(t, 10));
+    check(seen.every((v, i) => i === 0 || v >= seen[i - 1]) && seen.at(-1) === 100, `progress only grows to 100 %: ${seen}`);
     check(await page.$eval('[data-testid="uploads"] progress', (p) => p.value) === 100, 'the bar is full');
     check((await page.textContent('[data-testid="uploads"]')).includes('chunks'), 'the upload says how many chunks');
     await page.waitForSelector('[data-testid="documents"] tr[data-doc]');
@@ -193,6 +242,20 @@ export const scenarios = {
     await page.waitForSelector('[data-testid="hits"] .hit', LONG);
     check(await page.locator('[data-testid="hits"] .hit .sources .badge').count() > 0, 'hits name their sources');
     await shot(page, '09-kb-upload-search');
+  },
+
+  async stale({ page }) {
+    const instance = process.env.GHOST_INSTANCE;
+    check(instance && process.env.GHOST_STOP_FILE, 'GHOST_INSTANCE and GHOST_STOP_FILE are not set');
+    await login(page);
+    await page.goto(`${env.url}/console/status`);
+    const row = `[data-testid="instances"] tr[data-instance="${instance}"]`;
+    await page.waitForSelector(`${row}:not(.stale)`, LONG);
+    check((await page.textContent(row)).includes('healthy'), 'a beating instance is healthy');
+    writeFileSync(process.env.GHOST_STOP_FILE, 'stop'); // its heartbeats stop now
+    await page.waitForSelector(`${row}.stale`, LONG);
+    check((await page.textContent(row)).includes('stale'), 'a silent instance is marked stale');
+    await shot(page, '11b-status-stale');
   },
 
   async tour({ page, context }) {
@@ -226,11 +289,23 @@ export const scenarios = {
     await page.waitForSelector('text=canary 20%');
     await shot(page, '12-prompts-diff-canary');
 
+    // A workflow with errors: the problem+json detail and every error code are shown.
+    await page.goto(`${env.url}/console/runs/new`);
+    await page.fill('textarea[aria-label="Workflow DSL (JSON)"]', JSON.stringify({
+      version: '1', nodes: [{ id: 'a', kind: 'wat', config: {} }, { id: 'b', kind: 'agent', config: {} }], edges: [{ source: 'a', target: 'zz' }],
+    }));
+    await page.getByRole('button', { name: 'Validate' }).click();
+    const problem = await (await page.waitForSelector('.error:has(code)')).textContent();
+    for (const code of ['422', 'unknown_kind', 'dangling_edge']) check(problem.includes(code), `the validation error names ${code}: ${problem}`);
+    await shot(page, '12b-dsl-invalid');
+
     await page.goto(`${env.url}/console/audit`);
     await page.waitForSelector('table tbody tr');
-    await page.getByLabel('Method').selectOption('PUT');
-    const methods = await page.$$eval('table tbody tr td:nth-child(3)', (tds) => tds.map((t) => t.textContent));
-    check(methods.length > 0 && methods.every((m) => m === 'PUT'), `the method filter keeps PUT rows only (${methods})`);
+    await page.getByLabel('Method').selectOption('POST');
+    await page.getByLabel('Route or target').fill(prompt);
+    const rows = await page.$$eval('table tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+    check(rows.length >= 3 && rows.every((r) => r[2] === 'POST' && r.join(' ').includes(prompt)),
+      `the filters keep this tour's prompt changes only (${JSON.stringify(rows)})`);
     await shot(page, '13-audit');
 
     await page.goto(`${env.url}/console/guardrail`);
@@ -242,6 +317,20 @@ export const scenarios = {
     const states = await page.$$eval('[data-testid="task-list"] tbody tr td:nth-child(2)', (tds) => tds.map((t) => t.textContent));
     check(states.every((s) => s === 'done'), `the state filter shows done runs only (${states})`);
     await shot(page, '15-runs');
+    // Cursor paging: two per page, older then newer again.
+    await page.goto(`${env.url}/console/runs?limit=2`);
+    await page.waitForSelector('[data-testid="task-list"] tr[data-task]');
+    const ids = () => page.$$eval('[data-testid="task-list"] tr[data-task]', (trs) => trs.map((tr) => tr.dataset.task));
+    const first = await ids();
+    await page.getByRole('button', { name: 'Older →' }).click();
+    await page.waitForFunction((prev) => {
+      const now = [...document.querySelectorAll('[data-testid="task-list"] tr[data-task]')].map((tr) => tr.dataset.task);
+      return now.length && now[0] !== prev;
+    }, first[0]);
+    const second = await ids();
+    check(first.length === 2 && second.every((id) => !first.includes(id) && id < first[1]), `the next page holds older runs (${first} then ${second})`);
+    await page.getByRole('button', { name: '← Newer' }).click();
+    await page.waitForFunction((want) => document.querySelector('[data-testid="task-list"] tr[data-task]')?.dataset.task === want, first[0]);
 
     // Narrow window: the same pages stay readable.
     const narrow = await context.newPage();
@@ -251,16 +340,17 @@ export const scenarios = {
     await narrow.getByLabel('Username').fill(env.user);
     await narrow.getByLabel('Password').fill(env.password);
     await narrow.getByRole('button', { name: 'Log in' }).click();
+    await narrow.waitForSelector('[data-testid="whoami"]');
     await narrow.goto(`${env.url}/console/status`);
     await narrow.waitForSelector('[data-testid="instances"] tr[data-instance]');
     const overflow = await narrow.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
     check(overflow <= 1, `the narrow status page does not scroll sideways (${overflow}px)`);
-    await shot(narrow, '16-status-narrow');
+    await shot(narrow, '16-status-narrow', { fullPage: false });
     const firstRun = await page.getAttribute('[data-testid="task-list"] tr[data-task]', 'data-task').catch(() => null);
     if (firstRun) {
       await narrow.goto(`${env.url}/console/runs/${encodeURIComponent(firstRun)}`);
       await narrow.waitForSelector('[data-testid="run-status"] .badge');
-      await shot(narrow, '17-run-narrow');
+      await shot(narrow, '17-run-narrow', { fullPage: false });
     }
     await narrow.close();
   },

@@ -186,13 +186,22 @@ export function applyEvent(state, { id, event, data }) {
 
 /** Keep the folded state with its last id, so a reload resumes with ?after=<id> and loses nothing. */
 export function saveState(state) {
+  const key = STORE_PREFIX + state.taskId;
+  const value = JSON.stringify(state);
   try {
-    sessionStorage.setItem(STORE_PREFIX + state.taskId, JSON.stringify(state));
+    sessionStorage.setItem(key, value);
     return true;
   } catch {
-    // Over quota: forget it; the next load replays the stream from the start instead (still exact).
-    sessionStorage.removeItem(STORE_PREFIX + state.taskId);
-    return false;
+    // Over quota: drop the other runs' states (they can replay from their start), retry once.
+    for (const k of Object.keys(sessionStorage)) if (k.startsWith(STORE_PREFIX) && k !== key) sessionStorage.removeItem(k);
+    try {
+      sessionStorage.setItem(key, value);
+      return true;
+    } catch {
+      // Still too big: forget it; the next load replays this stream from the start (still exact).
+      sessionStorage.removeItem(key);
+      return false;
+    }
   }
 }
 

@@ -153,7 +153,8 @@ export default {
         h('span', { 'data-testid': 'usage' }, `${fmtNum(usage.prompt_tokens ?? 0)} prompt + ${fmtNum(usage.completion_tokens ?? 0)} completion tokens · ${fmtCost(usage.cost ?? 0)}`),
         state.budget ? h('span', {}, `budget ${fmtNum(state.budget.used)} / ${fmtNum(state.budget.limit)}`) : null,
         state.chainRevision !== null ? h('span', {}, `model chain revision ${state.chainRevision}`) : null,
-        state.gaps ? h('span', { class: 'badge badge-warn' }, `${state.gaps} events missing (trimmed by retention)`) : null);
+        state.gaps ? h('span', { class: 'badge badge-warn' }, `${state.gaps} events missing (trimmed by retention)`) : null,
+        state.status === 'submitted' && !state.log.length ? h('span', { class: 'badge badge-waiting' }, 'queued: waiting for a dispatcher') : null);
     }
 
     function renderActions() {

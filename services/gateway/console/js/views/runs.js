@@ -9,8 +9,11 @@ export default {
     const problem = h('div');
     const body = h('div', { 'data-testid': 'task-list' }, h('p', { class: 'muted' }, 'Loading…'));
     const state = select([['', 'any state'], ...STATES.map((s) => [s, s])], query.get('status') || '', { name: 'status' });
+    const sizes = ['10', '25', '50', '100'];
+    const wanted = query.get('limit');
+    const size = select(sizes.includes(wanted) || !wanted ? sizes : [...sizes, wanted], wanted || '25', { name: 'limit' });
     const pages = pager(
-      (cursor) => api('/tasks', { query: { status: state.value, limit: 25, cursor } }),
+      (cursor) => api('/tasks', { query: { status: state.value, limit: size.value, cursor } }),
       (items) => {
         clear(problem);
         clear(body, items.length
@@ -27,14 +30,19 @@ export default {
           : empty(state.value ? `No ${state.value} task.` : 'No run yet.', h('a', { class: 'button primary', href: '/console/runs/new' }, 'Start a run')));
       },
       (err) => clear(problem, errorBox(err)));
-    state.addEventListener('change', () => {
-      history.replaceState(null, '', `/console/runs${state.value ? `?status=${state.value}` : ''}`);
+    const changed = () => {
+      const q = new URLSearchParams();
+      if (state.value) q.set('status', state.value);
+      if (size.value !== '25') q.set('limit', size.value);
+      history.replaceState(null, '', `/console/runs${q.size ? `?${q}` : ''}`);
       pages.reset();
-    });
+    };
+    state.addEventListener('change', changed);
+    size.addEventListener('change', changed);
     main.append(
       h('div', { class: 'page-head' }, h('h1', {}, 'Runs'),
         h('a', { class: 'button primary', href: '/console/runs/new' }, 'New run')),
-      h('div', { class: 'toolbar' }, field('State', state),
+      h('div', { class: 'toolbar' }, field('State', state), field('Page size', size),
         h('div', { class: 'field' }, h('label', { 'aria-hidden': 'true' }, '\u00a0'), h('button', { type: 'button', onclick: () => pages.reload() }, 'Refresh'))),
       problem, body, pages.controls);
     pages.reset();

@@ -104,6 +104,15 @@ export default {
       field('DSL file (.json)', fileInput, 'The file is read in the browser; its text appears under “Paste”.'));
     panels.saved = h('div', { role: 'tabpanel', id: 'panel-saved', 'aria-labelledby': 'tab-saved' }, field('Workflow', workflows));
 
+    // Arrow keys move between tabs, as the tab pattern expects.
+    tabs.forEach((t, i) => t.addEventListener('keydown', (ev) => {
+      const step = { ArrowRight: 1, ArrowLeft: -1 }[ev.key];
+      if (!step) return;
+      const next = tabs[(i + step + tabs.length) % tabs.length];
+      next.focus();
+      next.click();
+    }));
+
     function showTab(id) {
       state.source = id;
       for (const t of tabs) t.setAttribute('aria-selected', String(t.id === `tab-${id}`));
@@ -112,11 +121,13 @@ export default {
     }
 
     let schemaKey = 'null';
+    let previewDag = null;
     function setDsl(dsl) {
       state.dsl = dsl;
       clear(validation);
       if (!dsl) { clear(preview, empty('Paste, upload or pick a workflow to see its graph.')); return; }
-      clear(preview, drawDag(dsl, { label: 'Workflow preview' }).svg);
+      previewDag = drawDag(dsl, { label: 'Workflow preview' });
+      clear(preview, previewDag.svg);
       // Rebuild the input form only when the schema changed, so typed values survive edits.
       const key = JSON.stringify(inputSchema(dsl));
       if (key !== schemaKey) {
@@ -180,7 +191,11 @@ export default {
         const out = await api('/dsl/validate', { method: 'POST', body: state.dsl });
         clear(validation, h('div', { class: 'notice ok' }, badge('valid', 'ok'), ' The workflow is valid.',
           (out.warnings || []).length ? h('ul', {}, out.warnings.map((w) => h('li', {}, typeof w === 'string' ? w : `${w.code || ''} ${w.node_id ? `(${w.node_id})` : ''} ${w.message || ''}`))) : null));
-      } catch (err) { clear(validation, errorBox(err)); }
+      } catch (err) {
+        clear(validation, errorBox(err));
+        // Point at the nodes the errors name.
+        for (const e of err.errors || []) if (e.node_id && previewDag) previewDag.setStatus(e.node_id, 'failed');
+      }
     }));
     const saveBtn = h('button', { type: 'button' }, 'Save as workflow');
     saveBtn.addEventListener('click', () => busy(saveBtn, async () => {
