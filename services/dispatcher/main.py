@@ -16,6 +16,7 @@ from shared.bus.control import ControlPlane
 from shared.bus.heartbeat import Heartbeater, new_instance_id, serve_health
 from shared.contract.heartbeat import Load
 from shared.settings import Settings, get_settings
+from shared.telemetry import setup_logging, setup_tracing, shutdown_tracing
 
 SERVICE = "dispatcher"
 DRAIN_GRACE_S = 30.0
@@ -64,7 +65,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
 
 def main() -> None:
     settings = get_settings()
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(settings, SERVICE)
+    setup_tracing(settings, SERVICE)
 
     async def _main() -> None:
         stop = asyncio.Event()
@@ -74,4 +76,7 @@ def main() -> None:
                 loop.add_signal_handler(sig, stop.set)
         await run(settings, stop)
 
-    asyncio.run(_main())
+    try:
+        asyncio.run(_main())
+    finally:
+        shutdown_tracing()  # export the last spans before the process ends

@@ -7,8 +7,12 @@ checkpoints to KV, emits events, and acks only at a terminal state or when the t
   queue group) ends a parked task.
 - Approval timeouts: parking publishes a `timeout` resume per approval with a deadline; a resume
   that arrives before its deadline is nak'ed with the remaining delay (durable, crash-proof).
-- `max_deliver` exhausted (the MAX_DELIVERIES advisory, one dispatcher via a queue group): the
-  task is recorded `failed` with code `redelivery_exhausted` and the message removed.
+- `max_deliver` exhausted: the task is recorded `failed` with code `redelivery_exhausted` (status
+  and done events) and the message removed — by the handler itself when its last delivery
+  crashes, else on the MAX_DELIVERIES advisory (its dispatchers died; one live dispatcher of the
+  queue group handles it).
+- Tracing: each message is handled in a span parented to the sender's context (the gateway's
+  HTTP request); nodes, model calls and tool calls are child spans.
 - `drain()` (SIGTERM): stop pulling, let in-flight work finish within a grace period, then stop
   the rest and nak their messages so another replica takes them over at once.
 """
@@ -26,6 +30,8 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NotFoundError
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from services.dispatcher.checkpoints_kv import KVCheckpointStore
 from services.dispatcher.engine.checkpoint import Checkpoint
@@ -38,10 +44,12 @@ from services.dispatcher.llm.react import ReactAgent
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event_n
 from shared.bus.tools import ToolClient
+from shared.bus.tracing import consumer_span
 from shared.contract.base import utcnow
 from shared.contract.events import DoneEvent, StatusEvent
 from shared.contract.task import TERMINAL, CancelMessage, ResumeMessage, TaskMessage
-from shared.contract.tools import ToolDescriptor
+from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
+from shared.telemetry import span
 
 log = logging.getLogger("agentix.dispatcher.worker")
 KEEP_CHECKPOINT = frozenset({"failed", "timeout"})  # a retry resumes from it
@@ -69,8 +77,18 @@ class CachedTools:
             self._at = time.monotonic()
         return self._tools
 
-    async def call(self, tool: str, args: dict[str, Any], meta: Any, *, timeout_s: float | None = None) -> Any:
-        return await self.client.call(tool, args, meta, timeout_s=timeout_s)
+    async def call(self, tool: str, args: dict[str, Any], meta: ToolMeta | None, *,
+                   timeout_s: float | None = None) -> ToolReply:
+        # Every tool call of a run (tool nodes, retrievers, ReAct steps) passes here; the request
+        # carries this span's traceparent and the tool service continues the trace.
+        attributes = {"messaging.system": "nats", "agentix.tool": tool}
+        if meta is not None:
+            attributes.update({"agentix.task_id": meta.task_id or "", "agentix.node_id": meta.node_id or ""})
+        with span(f"tool.call {tool}", attributes, SpanKind.CLIENT) as current:
+            reply = await self.client.call(tool, args, meta, timeout_s=timeout_s)
+            if not reply.ok:
+                current.set_status(Status(StatusCode.ERROR, reply.error.code if reply.error else "error"))
+            return reply
 
 
 class Worker:
@@ -89,6 +107,8 @@ class Worker:
         self._subs: list[Any] = []
         self._pull_task: asyncio.Task[None] | None = None
         self.store: KVCheckpointStore | None = None
+        self.max_deliver = self.settings.task_max_deliver
+        self._psub: Any = None
 
     @property
     def inflight(self) -> int:
@@ -104,6 +124,9 @@ class Worker:
         self._subs.append(await nc.subscribe(s.cancel_all, queue="dispatcher-parked", cb=self._on_cancel_parked))
         advisory = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{n.tasks_stream}.{n.dispatcher_consumer}"
         self._subs.append(await nc.subscribe(advisory, queue="dispatcher-advisory", cb=self._on_max_deliveries))
+        with contextlib.suppress(Exception):  # the consumer may predate the current settings
+            info = await self.bus.js.consumer_info(n.tasks_stream, n.dispatcher_consumer)
+            self.max_deliver = info.config.max_deliver or self.max_deliver
         self._psub = await self.bus.js.pull_subscribe_bind(durable=n.dispatcher_consumer, stream=n.tasks_stream)
         self._pull_task = asyncio.create_task(self._pull_loop(), name="dispatcher-pull")
 
@@ -114,7 +137,9 @@ class Worker:
             self._pull_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pull_task
-        for sub in self._subs:
+        # The pull subscription too: a fetch cut short can leave its queue unfinished, and the
+        # connection's drain at exit would then wait out its timeout.
+        for sub in [*self._subs, *([self._psub] if self._psub is not None else [])]:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
         if self._handlers:
@@ -169,21 +194,34 @@ class Worker:
 
     async def _handle(self, msg: Msg) -> None:
         lease = asyncio.create_task(self._keep_lease(msg))
+        resume = msg.subject == self.bus.subjects.tasks_resume
+        operation = "tasks.resume" if resume else "tasks.submit"
         try:
-            if msg.subject == self.bus.subjects.tasks_resume:
-                await self._handle_resume(msg)
-            else:
-                await self._handle_submit(msg)
+            with consumer_span(f"dispatch {operation}", msg.headers, **{"messaging.destination.name": operation}):
+                if resume:
+                    await self._handle_resume(msg)
+                else:
+                    await self._handle_submit(msg)
         except asyncio.CancelledError:
             # Shutdown (drain grace over): the checkpoint holds the progress; hand it over now.
             with contextlib.suppress(Exception):
                 await msg.nak()
             raise
         except Exception:
-            # Infrastructure trouble (NATS, KV): leave the message for redelivery after ack_wait.
-            log.exception("task message failed; it will be redelivered")
+            if self._last_delivery(msg):
+                log.exception("task message failed on its last delivery")
+                await self._exhausted_on_crash(msg)
+            else:
+                # Infrastructure trouble (NATS, KV): leave the message for redelivery after ack_wait.
+                log.exception("task message failed; it will be redelivered")
         finally:
             lease.cancel()
+
+    def _last_delivery(self, msg: Msg) -> bool:
+        try:
+            return msg.metadata.num_delivered >= self.max_deliver > 0
+        except Exception:  # not a JetStream message
+            return False
 
     # -- submit -------------------------------------------------------------------------------------
     async def _handle_submit(self, msg: Msg) -> None:
@@ -193,6 +231,7 @@ class Worker:
             log.error("dropping a task message that does not parse: %s", exc)
             await msg.term()
             return
+        _annotate(task.task_id)
         await self._run(task, msg, decisions=None)
 
     async def _handle_resume(self, msg: Msg) -> None:
@@ -203,6 +242,7 @@ class Worker:
             await msg.term()
             return
         assert self.store is not None
+        _annotate(resume.task_id, resume.node_id)
         cp = await self.store.load(resume.task_id)
         waiting = cp.waiting.get(resume.node_id) if cp else None
         if cp is None or cp.task is None or cp.status in TERMINAL or waiting is None:
@@ -256,7 +296,8 @@ class Worker:
             message=task.model_dump(mode="json"),
         )
         runner = Runner(plan, spec, Deps(llm=llm, tools=self.tools, store=self.store, events=events,
-                                         agent=self.agent), parallelism=self.settings.task_parallelism)
+                                         agent=self.agent, checkpoint_limit=self.bus.nc.max_payload),
+                        parallelism=self.settings.task_parallelism)
         job = _Job(task.task_id, runner, msg)
         self.jobs[task.task_id] = job
         try:
@@ -264,6 +305,7 @@ class Worker:
         finally:
             if self.jobs.get(task.task_id) is job:
                 del self.jobs[task.task_id]
+        _annotate_outcome(outcome)
         if outcome.status == "waiting":
             await self._schedule_approval_timeouts(outcome)
             await msg.ack_sync()
@@ -326,6 +368,16 @@ class Worker:
             log.exception("cancelling a parked task failed")
 
     # -- redelivery exhausted -----------------------------------------------------------------------
+    async def _exhausted_on_crash(self, msg: Msg) -> None:
+        """The last delivery crashed: end the task now rather than wait for the advisory."""
+        try:
+            task_id = json.loads(msg.data).get("task_id") if msg.data else None
+            if task_id:
+                await self._record_exhausted(str(task_id), msg.metadata.num_delivered)
+            await msg.term()  # no redelivery and no MAX_DELIVERIES advisory: handled here
+        except Exception:  # e.g. NATS is down: the advisory (or a later redelivery) handles it
+            log.exception("recording an exhausted task failed")
+
     async def _on_max_deliveries(self, msg: Msg) -> None:
         try:
             advisory = json.loads(msg.data)
@@ -346,16 +398,36 @@ class Worker:
 
     async def _record_exhausted(self, task_id: str, deliveries: int) -> None:
         assert self.store is not None
-        cp = await self.store.load(task_id)
+        try:
+            cp = await self.store.load(task_id)
+        except Exception:  # an unreadable checkpoint may be why every delivery crashed
+            log.warning("checkpoint of %s is unreadable; replacing it with the failure", task_id, exc_info=True)
+            cp = None
         if cp is not None and cp.status in TERMINAL:
             return
-        error = f"the task was delivered {deliveries} times without finishing (its dispatcher kept dying)"
+        error = (f"the task was delivered {deliveries} times without finishing "
+                 "(its dispatcher kept dying or failing)")
         events = EventPublisher(self.bus, task_id,
                                 start_n=max(cp.event_n if cp else 0, await last_event_n(self.bus, task_id)))
         await events.emit(StatusEvent(task_id=task_id, status="failed", error=error, code="redelivery_exhausted"))
         await events.emit(DoneEvent(task_id=task_id, status="failed", error=error))
         await events.flush()
-        if cp is not None:
-            cp.status, cp.error, cp.code = "failed", error, "redelivery_exhausted"
-            await self.store.save(cp)
-            await self.store.flush()
+        # A terminal checkpoint makes any stray redelivery a no-op; a retry resumes from it.
+        cp = cp or Checkpoint(task_id=task_id)
+        cp.status, cp.error, cp.code, cp.event_n = "failed", error, "redelivery_exhausted", events.n
+        await self.store.save(cp)
+        await self.store.flush()
+
+
+def _annotate(task_id: str, node_id: str | None = None) -> None:
+    current = trace.get_current_span()
+    current.set_attribute("agentix.task_id", task_id)
+    if node_id is not None:
+        current.set_attribute("agentix.node_id", node_id)
+
+
+def _annotate_outcome(outcome: RunOutcome) -> None:
+    current = trace.get_current_span()
+    current.set_attribute("agentix.status", outcome.status)
+    if outcome.status not in ("done", "waiting"):
+        current.set_status(Status(StatusCode.ERROR, outcome.code or outcome.status))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from shared.contract.base import utcnow
 from shared.contract.models import Usage
@@ -41,6 +41,16 @@ class WaitingApproval(BaseModel):
     deadline: datetime | None = None
 
 
+class CheckpointTooLarge(Exception):
+    """The serialized checkpoint would not fit in one message (NATS max_payload)."""
+
+    def __init__(self, task_id: str, size: int, limit: int) -> None:
+        super().__init__(f"the checkpoint of task {task_id} would be {size} bytes, over the limit of {limit} "
+                         "bytes (node outputs too large to keep)")
+        self.size = size
+        self.limit = limit
+
+
 class Checkpoint(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -63,9 +73,18 @@ class Checkpoint(BaseModel):
     code: str | None = None
     started_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    # Checked where it is serialized, so the store never sends (or half-sends) an oversize write.
+    _max_bytes: int | None = PrivateAttr(default=None)
+
+    def bound(self, max_bytes: int | None) -> Checkpoint:
+        self._max_bytes = max_bytes
+        return self
 
     def to_bytes(self) -> bytes:
-        return self.model_dump_json(exclude_defaults=True).encode()
+        data = self.model_dump_json(exclude_defaults=True).encode()
+        if self._max_bytes is not None and len(data) > self._max_bytes:
+            raise CheckpointTooLarge(self.task_id, len(data), self._max_bytes)
+        return data
 
     @classmethod
     def from_bytes(cls, data: bytes | str) -> Checkpoint:

@@ -13,6 +13,7 @@ from typing import Any
 
 from services.dispatcher.engine.compile import Plan, PlanNode
 from services.dispatcher.engine.ports import Decision, EventSink
+from services.dispatcher.engine.spans import llm_span, record_result, traced
 from services.dispatcher.llm.api import (
     LLM,
     AgentRunner,
@@ -74,6 +75,9 @@ class Deps:
     store: Any  # CheckpointStore
     events: EventSink
     agent: AgentRunner | None = None
+    # Largest checkpoint the store takes (bytes; NATS max_payload): over it the task fails
+    # `checkpoint_too_large` instead of crashing on every delivery.
+    checkpoint_limit: int | None = None
 
 
 @dataclass
@@ -192,9 +196,11 @@ class NodeContext:
     async def complete(self, request: LLMRequest, *, stream: bool = True) -> LLMResult:
         if request.model is None:
             request.model = self.task.model
-        result = await self.shared.deps.llm.complete(
-            request, budget=self.shared.budget, on_delta=self.delta_sink(request.model) if stream else None
-        )
+        with llm_span("llm.complete", self.task.task_id, self.node.id, request.model) as current:
+            result = await self.shared.deps.llm.complete(
+                request, budget=self.shared.budget, on_delta=self.delta_sink(request.model) if stream else None
+            )
+            record_result(current, result)
         self.usage = self.usage.add(result.usage)
         return result
 
@@ -210,8 +216,11 @@ class NodeContext:
         async def emit(event: EventBase) -> None:
             await self.emit(event)
 
-        result = await runner(self.shared.deps.llm, turn, caller=self.shared.deps.tools, emit=emit,
-                              budget=self.shared.budget)
+        # One span for the whole ReAct loop; each model call and tool call inside is a child.
+        with llm_span("llm.agent", self.task.task_id, self.node.id, request.model) as current:
+            llm = traced(self.shared.deps.llm, self.task.task_id, self.node.id)
+            result = await runner(llm, turn, caller=self.shared.deps.tools, emit=emit, budget=self.shared.budget)
+            record_result(current, result)
         self.usage = self.usage.add(result.usage)
         return result
 

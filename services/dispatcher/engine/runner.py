@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-from services.dispatcher.engine.checkpoint import Checkpoint, NodeState, WaitingApproval
+from services.dispatcher.engine.checkpoint import Checkpoint, CheckpointTooLarge, NodeState, WaitingApproval
 from services.dispatcher.engine.compile import Plan, PlanNode
 from services.dispatcher.engine.context import Deps, NodeContext, NodeError, RunShared, TaskSpec, preview
 from services.dispatcher.engine.nodes import HANDLERS
 from services.dispatcher.engine.nodes.approval import Waiting
 from services.dispatcher.engine.ports import Decision
+from services.dispatcher.engine.spans import mark_failed, node_span
 from services.dispatcher.llm.api import BudgetExceeded, LLMError, TokenBudget
 from shared.contract.base import utcnow
 from shared.contract.events import (
@@ -112,7 +113,11 @@ class Runner:
                             prompts=dict(self.task.prompts),
                             prompt_versions=dict(self.task.prompt_versions),
                             chain_revision=self.deps.llm.chain_revision, event_n=self.deps.events.n)
-        self.cp = cp
+        self.cp = cp.bound(getattr(self.deps, "checkpoint_limit", None))
+        if cp.task is None:  # only the record of an end (e.g. `redelivery_exhausted` before any
+            cp.task = self.task.message  # checkpoint): take what a fresh one pins from this message
+            cp.prompts = cp.prompts or dict(self.task.prompts)
+            cp.prompt_versions = cp.prompt_versions or dict(self.task.prompt_versions)
         retrying = cp.status in RETRYABLE and self.task.retry > cp.retry
         if cp.status in TERMINAL and not retrying:
             return self._outcome()  # already finished (a redelivery): nothing to do
@@ -137,18 +142,25 @@ class Runner:
         try:
             await self._apply_decisions(decisions)
             await self._loop()
+            if cp.waiting:
+                return await self._park()
         except _Stop as stop:
             return await self._finish(stop.status, error=stop.error, code=stop.code)
-        if cp.waiting:
-            cp.status = "waiting"
-            await self._emit(StatusEvent(task_id=self.task.task_id, status="waiting"))
-            await self._flush_events()
-            await self._save()
-            await self._flush_store()
-            return self._outcome()
+        except CheckpointTooLarge as exc:
+            return await self._finish("failed", error=str(exc), code="checkpoint_too_large")
         output = {oid: cp.nodes[oid].output for oid in self.plan.output_ids
                   if oid in cp.nodes and cp.nodes[oid].status == "done"}
         return await self._finish("done", output=output)
+
+    async def _park(self) -> RunOutcome:
+        cp = self.cp
+        assert cp is not None
+        cp.status = "waiting"
+        await self._emit(StatusEvent(task_id=self.task.task_id, status="waiting"))
+        await self._flush_events()
+        await self._save()
+        await self._flush_store()
+        return self._outcome()
 
     async def finish_parked(self, status: Outcome, error: str, code: str) -> RunOutcome | None:
         """End a task that no runner holds (parked in `waiting`, e.g. on cancel) with a terminal
@@ -156,7 +168,7 @@ class Runner:
         cp = await self.deps.store.load(self.task.task_id)
         if cp is None or cp.status != "waiting":
             return None
-        self.cp = cp
+        self.cp = cp.bound(getattr(self.deps, "checkpoint_limit", None))
         self._run_started = time.monotonic()
         self._elapsed_before = cp.elapsed_s
         self.shared = RunShared(plan=self.plan, task=self.task, deps=self.deps, budget=None, outputs={},
@@ -309,12 +321,12 @@ class Runner:
                         finished.append(result)
                         self._record(result)
                 except BudgetExceeded as exc:
-                    await self._flush_results(finished)
+                    await self._flush_or_stop(finished, running)
                     await self._abort(running)
                     await self._emit(BudgetEvent(task_id=self.task.task_id, node_id=node_id, used=exc.used,
                                                  limit=exc.limit))
                     raise _Stop("budget_exceeded", str(exc), "budget_exceeded") from exc
-                await self._flush_results(finished)
+                await self._flush_or_stop(finished, running)
                 for result in finished:
                     state = cp.nodes[result.node_id]
                     if state.status == "failed" and not state.continued:
@@ -406,6 +418,19 @@ class Runner:
                     task_id=task_id, node_id=node.id, status="done", kind=node.kind, duration_ms=result.duration_ms,
                     output_preview=preview(result.output), usage=usage))
 
+    async def _flush_or_stop(self, finished: list[_Result], running: dict[asyncio.Task[_Result], str]) -> None:
+        """`_flush_results`, but a checkpoint over the size limit stops the run cleanly: the batch's
+        nodes end `failed` (their results cannot be kept) and the others are cancelled."""
+        try:
+            await self._flush_results(finished)
+        except CheckpointTooLarge as exc:
+            for result in finished:
+                await self._emit(NodeEndEvent(task_id=self.task.task_id, node_id=result.node_id, status="failed",
+                                              kind=self.plan.nodes[result.node_id].kind,
+                                              duration_ms=result.duration_ms, error=str(exc)))
+            await self._abort(running)
+            raise _Stop("failed", str(exc), "checkpoint_too_large") from exc
+
     async def _abort(self, running: dict[asyncio.Task[_Result], str]) -> None:
         """Cancel every running node and wait for it to stop; each gets a `cancelled` node.end."""
         for task in running:
@@ -420,6 +445,13 @@ class Runner:
     # -- one node -----------------------------------------------------------------------------------
     async def _execute(self, node: PlanNode) -> _Result:
         await self._emit(NodeStartEvent(task_id=self.task.task_id, node_id=node.id, kind=node.kind))
+        with node_span(self.task.task_id, node) as current:
+            result = await self._run_node(node)
+            if result.status == "failed":
+                mark_failed(current, result.code)
+        return result
+
+    async def _run_node(self, node: PlanNode) -> _Result:
         started = time.perf_counter()
         ctx = NodeContext(self.shared, node)
         handler = HANDLERS[node.kind]
@@ -483,7 +515,15 @@ class Runner:
         await self._emit(StatusEvent(task_id=task_id, status=status, error=error, code=code))
         await self._emit(DoneEvent(task_id=task_id, status=status, output=output, error=error, usage=cp.usage))
         await self._flush_events()
-        await self._save()
+        try:
+            await self._save()
+        except CheckpointTooLarge:
+            # The end must be kept: without the node outputs (a retry re-runs every node) …
+            cp.nodes = {}
+            try:
+                await self._save()
+            except CheckpointTooLarge:  # … or not at all (the events hold the record)
+                await self.deps.store.delete(task_id)
         await self._flush_store()
         return self._outcome()
 

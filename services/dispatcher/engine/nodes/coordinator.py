@@ -1,11 +1,16 @@
 """`coordinator`: a lead model decomposes the goal into one brief per expert (JSON), the experts
 run in parallel in isolated contexts (each its own messages; agent-as-tool through the agent
 runner when it has tools — never a coordinator), long results are summarised, timed-out experts
-are skipped and named, and the lead synthesises the answer (streamed)."""
+are skipped and named, and the lead synthesises the answer (streamed).
+
+An expert can never start a coordinator: the DSL gives experts no way to name one, and, should a
+tool ever run a graph in-process (agent-as-tool), `run` refuses while an expert is running
+(`nested_coordinator`) — the marker is a context variable, so it follows the expert's tasks."""
 
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from typing import Any
 
 from services.dispatcher.engine.context import NodeContext, NodeError, gather_all, parse_json_output
@@ -15,6 +20,8 @@ from shared.contract.events import ExpertEndEvent, ExpertStartEvent
 
 LONG_RESULT = 2000
 SUMMARY_LIMIT = 500
+# The expert (coordinator node id, expert name) whose work the current task is doing, if any.
+_EXPERT: ContextVar[tuple[str, str] | None] = ContextVar("agentix_coordinator_expert", default=None)
 
 DECOMPOSE = (
     "You lead a team of experts. Split the goal into one brief per expert: what that expert must "
@@ -28,6 +35,9 @@ SYNTHESISE = (
 
 
 async def run(ctx: NodeContext) -> dict[str, Any]:
+    if (inside := _EXPERT.get()) is not None:
+        raise NodeError("nested_coordinator", f"node {ctx.node.id!r}: expert {inside[1]!r} of coordinator "
+                        f"{inside[0]!r} cannot start a coordinator")
     config: CoordinatorConfig = ctx.node.config
     goal = ctx.render("config.goal")
     briefs = await _decompose(ctx, config, goal)
@@ -67,6 +77,7 @@ async def _run_expert(ctx: NodeContext, config: CoordinatorConfig, index: int, e
                       brief: str) -> dict[str, Any]:
     await ctx.emit(ExpertStartEvent(task_id=ctx.task.task_id, name=expert.name, brief=brief))
     report: dict[str, Any] = {"name": expert.name, "brief": brief, "result": None, "status": "done"}
+    marker = _EXPERT.set((ctx.node.id, expert.name))  # copied into every task the expert starts
     try:
         async with asyncio.timeout(config.expert_timeout_s):
             system = ctx.render(f"config.experts[{index}].system")
@@ -82,6 +93,8 @@ async def _run_expert(ctx: NodeContext, config: CoordinatorConfig, index: int, e
         report["status"] = "timeout"
     except (NodeError, LLMError) as exc:
         report.update(status="failed", error=exc.message)
+    finally:
+        _EXPERT.reset(marker)
     await ctx.emit(ExpertEndEvent(task_id=ctx.task.task_id, name=expert.name, status=report["status"]))
     return report
 
