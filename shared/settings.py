@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,35 @@ def _split_list(value: object) -> object:
     return value
 
 
+def _split_patterns(value: object) -> object:
+    """Regexes from the environment: a JSON list, or comma-separated at the top level only, so
+    `sk-[a-z]{16,}` keeps its comma."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        return json.loads(text)
+    parts, depth, current, escaped = [], 0, [], False
+    for ch in text:
+        if escaped:
+            current.append(ch)
+            escaped = False
+            continue
+        if ch == "\\":
+            escaped = True
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth = max(0, depth - 1)
+        elif ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENTIX_", extra="ignore")
 
@@ -33,6 +63,10 @@ class Settings(BaseSettings):
     task_ack_wait_s: float = 30.0
     task_max_deliver: int = 5
     task_max_ack_pending: int = 64
+    # Tasks whose row was written but whose publish failed (NATS down) are re-published this
+    # often, once they are at least `task_requeue_min_age_s` old (the message id dedupes).
+    task_requeue_interval_s: float = 30.0
+    task_requeue_min_age_s: float = 5.0
     ingest_ack_wait_s: float = 30.0
     ingest_max_deliver: int = 3
     ingest_max_ack_pending: int = 8
@@ -55,12 +89,21 @@ class Settings(BaseSettings):
     admin_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     rate_limit_per_min: int = 120
+    # Extra tier-1 guardrail terms (comma-separated), blocked as whole words on task input.
+    guardrail_blocklist: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # Models
     llm_base_url: str | None = None
     llm_api_key: str | None = None
     llm_model: str | None = None
     default_token_budget: int = 200_000
+    # Attempts per model before failing over (429/5xx/timeouts), and the circuit breakers.
+    llm_retry_attempts: int = Field(default=3, ge=1)
+    breaker_failure_threshold: int = Field(default=5, ge=1)
+    breaker_cooldown_s: float = Field(default=30.0, gt=0)
+    # Extra secret patterns (regexes) for the redactor, besides the built-in API-key/token ones:
+    # a JSON list, or comma-separated (commas inside {}, [] or () stay part of the pattern).
+    redact_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
     default_task_timeout_s: float = 3600.0
     task_parallelism: int = 8
 
@@ -68,10 +111,15 @@ class Settings(BaseSettings):
     otlp_endpoint: str | None = None
     log_level: str = "INFO"
 
-    @field_validator("nats_servers", "admin_users", "cors_origins", mode="before")
+    @field_validator("nats_servers", "admin_users", "cors_origins", "guardrail_blocklist", mode="before")
     @classmethod
     def _lists(cls, value: object) -> object:
         return _split_list(value)
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _patterns(cls, value: object) -> object:
+        return _split_patterns(value)
 
     # Derived names: every subject, stream and bucket is derived from the prefix so several
     # deployments (or test runs) can share one NATS.

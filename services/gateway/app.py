@@ -33,6 +33,7 @@ from services.gateway.openapi import install_openapi
 from services.gateway.problems import install_problem_handlers
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.recorder import Recorder
+from services.gateway.requeue import Requeuer
 from services.gateway.telemetry import setup_tracing
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
@@ -67,6 +68,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         st.control = ControlPlane(bus)
         st.publisher = ControlPublisher(st.db, st.control)
         await st.publisher.sync_all()
+        bus.on_reconnect(st.publisher.sync_soon)  # a change saved while NATS was down goes out now
         st.instances = InstanceRegistry(bus)
         await st.instances.start()
         st.recorder = Recorder(bus, st.db, st.metrics)
@@ -80,12 +82,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             return (await readiness(app, require_dispatcher=False)).checks
 
         st.health_sub = await serve_health(bus, SERVICE, st.heartbeater.instance, checks)
-        from services.gateway.tasks import requeue_unpublished
-
-        await requeue_unpublished(st.db, bus)
+        st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
+        st.requeuer.start()
         yield
     finally:
-        for name in ("heartbeater", "recorder", "instances"):
+        for name in ("requeuer", "heartbeater", "recorder", "instances"):
             component = getattr(st, name, None)
             if component is not None:
                 try:
@@ -189,7 +190,7 @@ def create_app(settings: Settings, *, check_schema_version: bool = True) -> Fast
     st.bus = None
     st.metrics = GatewayMetrics()
     st.limiter = RateLimiter(settings.rate_limit_per_min, _make_redis(settings), settings.redis_key_prefix)
-    st.guardrail = Guardrail.from_env()
+    st.guardrail = Guardrail.from_settings(settings)
     st.inflight = 0
     install_problem_handlers(app)
     install_openapi(app)

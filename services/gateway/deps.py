@@ -19,6 +19,7 @@ __all__ = [
     "BusDep",
     "CurrentUser",
     "DbSession",
+    "MaybeBusDep",
     "Principal",
     "SettingsDep",
     "get_bus",
@@ -36,6 +37,12 @@ def get_bus(request: Request) -> Bus:
     if bus is None or not bus.nc.is_connected:
         raise ApiProblem(503, "Service Unavailable", "The message bus is not connected.")
     return bus
+
+
+def get_bus_if_any(request: Request) -> Bus | None:
+    """The bus even while it is reconnecting (or None before start): for writes that keep their
+    own record and publish later when NATS is back."""
+    return getattr(request.app.state, "bus", None)
 
 
 def get_database(request: Request) -> Database:
@@ -69,5 +76,6 @@ CurrentUser = Annotated[Principal, Depends(current_user)]
 AdminUser = Annotated[Principal, Depends(admin_user)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 BusDep = Annotated[Bus, Depends(get_bus)]
+MaybeBusDep = Annotated[Bus | None, Depends(get_bus_if_any)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
 DbSession = Annotated[Session, Depends(get_db)]

@@ -2,15 +2,17 @@
 
 `block` patterns are unambiguous prompt-injection phrasings and blocklisted terms; `grey`
 patterns are suspicious but legitimate often enough that the dispatcher's tier 2 (a model-based
-check) decides. Extra blocklist terms come from `AGENTIX_GUARDRAIL_BLOCKLIST` (comma-separated)."""
+check) decides. Extra blocklist terms come from `Settings.guardrail_blocklist`
+(`AGENTIX_GUARDRAIL_BLOCKLIST`, comma-separated)."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from shared.settings import Settings
 
 BLOCK_PATTERNS: dict[str, str] = {
     "ignore_instructions": r"\b(ignore|disregard|forget|override)\b[\w\s,]{0,40}\b(previous|prior|above|earlier|"
@@ -50,9 +52,8 @@ class Guardrail:
         self._blocklist = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\b", re.I) if terms else None
 
     @classmethod
-    def from_env(cls) -> Guardrail:
-        extra = os.environ.get("AGENTIX_GUARDRAIL_BLOCKLIST", "")
-        return cls([*DEFAULT_BLOCKLIST, *extra.split(",")])
+    def from_settings(cls, settings: Settings) -> Guardrail:
+        return cls([*DEFAULT_BLOCKLIST, *settings.guardrail_blocklist])
 
     def check(self, texts: Iterable[str]) -> Verdict:
         text = "\n".join(texts)[:MAX_SCAN_CHARS]

@@ -82,7 +82,8 @@ class InstanceRegistry:
             "version": beat.version,
             "started_at": beat.started_at,
             "last_seen": beat.ts,
-            "age_s": round(age, 2),
+            "interval_s": beat.interval_s,
+            "age_s": round(age, 2),  # seconds since the last beat arrived (this gateway's clock)
             # One late beat is tolerated; three missed drop the instance from the live list.
             "healthy": age <= 2 * max(beat.interval_s, 0.1),
             "load": beat.load.model_dump(),

@@ -81,8 +81,9 @@ class Task(GatewayModel, table=True):
     guardrail_grey: list[str] = _json(list)
     retry: int = 0
     idempotency_key: str | None = Field(default=None, max_length=255)
+    session_id: str | None = Field(default=None, max_length=128)
     created_at: datetime = _stamp(index=True)
-    # Set once the task message is on the queue; a row without it is re-published at start.
+    # Set once the task message is on the queue; a row without it is re-published later.
     queued_at: datetime | None = _ts()
     queue_seq: int | None = None  # stream sequence of the queued message (cancel removes it)
     started_at: datetime | None = _ts()

@@ -1,6 +1,7 @@
 """Task records: submission (idempotent), reading, listing, cancel, approval and retry.
-The row is written first, then the message is queued (`queued_at` marks success; rows left
-unqueued by a crash are re-published at start with the same dedupe id)."""
+The row is written first, then the message is queued (`queued_at` marks success). A row left
+unqueued — NATS down at submit, or a crash in between — stays `submitted` and is re-published
+by `requeue_unpublished` with the same message id, so the stream drops a second copy."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
@@ -27,7 +29,7 @@ from shared.contract.task import TERMINAL, CancelMessage, ResumeMessage, TaskMes
 
 log = logging.getLogger("agentix.gateway.tasks")
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
-REQUEUE_AFTER = timedelta(seconds=10)
+REQUEUE_BATCH = 200
 RETRYABLE = frozenset({"failed", "timeout"})
 
 
@@ -62,8 +64,9 @@ def links(task_id: str) -> dict[str, str]:
     return {"self": base, "events": f"{base}/events", "stream": f"{base}/stream", "exec": f"{base}/exec"}
 
 
-def accepted(task: Task) -> dict[str, Any]:
-    return {"id": task.id, "status": task.status, "links": links(task.id)}
+def accepted(task: Task, queued: bool) -> dict[str, Any]:
+    # `queued: false`: the row is kept and the message bus gets it as soon as it is reachable.
+    return {"id": task.id, "status": task.status, "queued": queued, "links": links(task.id)}
 
 
 # ---- reads ---------------------------------------------------------------------------------
@@ -215,6 +218,7 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
         options=body.options.model_dump(exclude_none=True),
         guardrail_grey=grey,
         idempotency_key=key,
+        session_id=body.session_id,
     )
     session.add(task)
     if key:
@@ -229,14 +233,14 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
     return task, True
 
 
-def task_message(task: Task, session_id: str | None = None) -> TaskMessage:
+def task_message(task: Task) -> TaskMessage:
     return TaskMessage(
         task_id=task.id,
         user_id=task.user_id,
         dsl=task.dsl,
         input=task.input or {},
         options=TaskOptions.model_validate(task.options or {}),
-        session_id=session_id,
+        session_id=task.session_id,
         guardrail_grey=list(task.guardrail_grey or []),
         retry=task.retry,
     )
@@ -254,27 +258,25 @@ def _mark_queued(session: Session, task_id: str, seq: int | None) -> None:
         session.add(task)
 
 
-def _mark_unqueued_failure(session: Session, task_id: str, reason: str) -> None:
-    task = session.get(Task, task_id)
-    if task is not None and task.status == "submitted":
-        task.status, task.error, task.error_code = "failed", reason, "not_queued"
-        task.finished_at = now()
-        session.add(task)
-
-
-async def _queue(db: Database, bus: Bus, task: Task, session_id: str | None = None) -> None:
+async def _queue(db: Database, bus: Bus | None, task: Task) -> bool:
+    """Publish the task message; True once it is on the stream. On failure the row stays
+    `submitted` and unqueued, and `requeue_unpublished` publishes it when NATS is back."""
+    if bus is None or not bus.connected:
+        log.warning("task %s kept for later: the message bus is not connected", task.id)
+        return False
     try:
-        ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task, session_id), msg_id=_msg_id(task))
+        ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task), msg_id=_msg_id(task))
     except Exception as exc:
-        log.warning("could not queue task %s: %s", task.id, exc)
-        await db.run(_mark_unqueued_failure, task.id, "the task could not be queued (message bus unavailable)")
-        raise ApiProblem(503, "Service Unavailable", "The task queue is unavailable; try again.") from exc
+        log.warning("task %s kept for later: publish failed: %s", task.id, exc)
+        return False
     await db.run(_mark_queued, task.id, None if ack.duplicate else ack.seq)
+    return True
 
 
 async def submit(
-    db: Database, bus: Bus, user: Principal, body: SubmitTask, key: str | None, grey: list[str]
-) -> tuple[Task, bool]:
+    db: Database, bus: Bus | None, user: Principal, body: SubmitTask, key: str | None, grey: list[str]
+) -> tuple[Task, bool, bool]:
+    """Returns (task, created, queued)."""
     if key is not None and not 1 <= len(key) <= 255:
         raise ApiProblem(400, "Bad Request", "Idempotency-Key must be 1 to 255 characters.")
     try:
@@ -285,29 +287,40 @@ async def submit(
         if task is None:
             raise
         created = False
-    if created:
-        await _queue(db, bus, task, body.session_id)
-    return task, created
+    queued = await _queue(db, bus, task) if created else task.queued_at is not None or task.status != "submitted"
+    return task, created, queued
 
 
-def _unqueued(session: Session) -> list[Task]:
-    cutoff = now() - REQUEUE_AFTER
-    query = select(Task).where(col(Task.queued_at).is_(None), Task.status == "submitted", col(Task.created_at) < cutoff)
-    return list(session.exec(query.limit(1000)))
+def _unqueued(session: Session, min_age: timedelta, limit: int) -> list[Task]:
+    """Rows not yet on the stream and not started (oldest first). The age counts from the last
+    change, so a task reopened by a retry is left to its own publish for a while too."""
+    changed = func.coalesce(col(Task.updated_at), col(Task.created_at))
+    query = (
+        select(Task)
+        .where(col(Task.queued_at).is_(None), Task.status == "submitted", changed <= now() - min_age)
+        .order_by(col(Task.created_at))
+        .limit(limit)
+    )
+    return list(session.exec(query))
 
 
-async def requeue_unpublished(db: Database, bus: Bus) -> int:
-    """Publish rows a crash left unqueued (same Nats-Msg-Id, so a message that did get out is
-    dropped as a duplicate within the stream's dedupe window)."""
+async def requeue_unpublished(db: Database, bus: Bus, min_age_s: float) -> int:
+    """Publish rows left unqueued (same Nats-Msg-Id, so a message that did get out before is
+    dropped as a duplicate within the stream's dedupe window). Stops at the first failure:
+    the bus is down again and the next pass retries."""
     count = 0
-    for task in await db.run(_unqueued):
-        try:
-            ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task), msg_id=_msg_id(task))
-        except Exception as exc:
-            log.warning("requeue of %s failed: %s", task.id, exc)
-            continue
-        await db.run(_mark_queued, task.id, None if ack.duplicate else ack.seq)
-        count += 1
+    while bus.connected:
+        batch = await db.run(_unqueued, timedelta(seconds=min_age_s), REQUEUE_BATCH)
+        for task in batch:
+            try:
+                ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task), msg_id=_msg_id(task))
+            except Exception as exc:
+                log.warning("re-publishing %s failed: %s", task.id, exc)
+                return count
+            await db.run(_mark_queued, task.id, None if ack.duplicate else ack.seq)
+            count += 1
+        if len(batch) < REQUEUE_BATCH:
+            break
     if count:
         log.info("re-published %d task(s) left unqueued", count)
     return count
@@ -384,11 +397,12 @@ def _reopen(session: Session, user: Principal, task_id: str) -> Task:
     task.error = task.error_code = None
     task.output = None
     task.queued_at = task.queue_seq = None
+    task.updated_at = now()
     session.add(task)
     return task
 
 
-async def retry(db: Database, bus: Bus, user: Principal, task_id: str) -> Task:
+async def retry(db: Database, bus: Bus | None, user: Principal, task_id: str) -> tuple[Task, bool]:
+    """Returns (task, queued); an unqueued retry is re-published like an unqueued submit."""
     task = await db.run(_reopen, user, task_id)
-    await _queue(db, bus, task)
-    return task
+    return task, await _queue(db, bus, task)

@@ -49,6 +49,21 @@ class ControlPlane:
         await self.bus.publish(self.bus.subjects.control(topic_of(key)), update)
         return revision
 
+    async def put_if(self, key: str, value: BaseModel | dict[str, Any], last_revision: int) -> int:
+        """Compare-and-set: write only if the key's latest KV revision is still `last_revision`
+        (0: the key must not exist yet), then broadcast. Raises
+        `nats.js.errors.KeyWrongLastSequenceError` when another writer got there first."""
+        data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+        kv = await self.kv()
+        payload = json.dumps(data).encode()
+        if last_revision:
+            revision = await kv.update(key, payload, last=last_revision)
+        else:
+            revision = await kv.create(key, payload)  # also re-creates a deleted key
+        update = ControlUpdate(key=key, revision=revision, value=data)
+        await self.bus.publish(self.bus.subjects.control(topic_of(key)), update)
+        return revision
+
     async def get(self, key: str) -> tuple[Any, int] | None:
         try:
             entry = await (await self.kv()).get(key)

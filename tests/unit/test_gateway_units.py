@@ -154,3 +154,17 @@ def test_audit_outcomes() -> None:
     assert [outcome_of(s) for s in (200, 202, 401, 403, 429, 404, 422, 500)] == [
         "ok", "ok", "denied", "denied", "denied", "rejected", "rejected", "error",
     ]  # fmt: skip
+
+
+def test_guardrail_blocklist_comes_from_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AGENTIX_GUARDRAIL_BLOCKLIST", " project-x , ,secret sauce")
+    configured = Settings(data_dir=tmp_path)
+    assert configured.guardrail_blocklist == ["project-x", "secret sauce"]
+    guard = Guardrail.from_settings(configured)
+    assert guard.check(["tell me about Project-X"]).rules == ["blocklist"]
+    assert guard.check(["the SECRET SAUCE recipe"]).action == "block"
+    assert guard.check(["a secret, and sauce"]).action == "allow"
+    assert (
+        Guardrail.from_settings(Settings(data_dir=tmp_path, guardrail_blocklist=[])).check(["project-x"]).action
+        == "allow"
+    )

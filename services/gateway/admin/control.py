@@ -1,13 +1,17 @@
 """Publishing control-plane documents: DB first (the record), then KV put + broadcast
-(shared.bus.control.ControlPlane). What is published is always re-read from the database, so
-the last publish carries the latest state; `sync_all` repairs KV after a crash between the two."""
+(shared.bus.control.ControlPlane). What is published is always re-read from the database and
+written with a compare-and-set on the key's KV revision, retried after re-reading both: however
+many gateway replicas publish at once, KV never goes back to an older document revision.
+`sync_all` repairs KV after a crash between the two writes."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from nats.js.errors import KeyWrongLastSequenceError
 from sqlmodel import Session, col, select
 
 from services.gateway.db import Database
@@ -19,7 +23,8 @@ from shared.contract.models import ModelChain, ModelConfig, ModelParams, PriceEn
 log = logging.getLogger("agentix.gateway.control")
 CHAIN_KEY = "models.chain"
 PRICING_KEY = "pricing"
-_lock = asyncio.Lock()
+CAS_ATTEMPTS = 20
+Doc = TypeVar("Doc", ModelChain, Pricing, PromptVersion)
 
 
 def prompt_key(name: str) -> str:
@@ -93,59 +98,72 @@ class ControlPublisher:
     def __init__(self, db: Database, control: ControlPlane) -> None:
         self.db = db
         self.control = control
+        self._lock = asyncio.Lock()  # fewer CAS conflicts between requests of one replica
+        self._background: set[asyncio.Task[None]] = set()
 
-    async def _put(self, key: str, value: Any) -> None:
-        try:
-            await self.control.put(key, value)
-        except Exception as exc:
-            log.warning("control put of %s failed: %s", key, exc)
-            raise ApiProblem(
-                503, "Service Unavailable", "Saved, but not yet broadcast (bus unavailable); it is re-sent at start."
-            ) from exc
+    async def _publish(self, key: str, load: Callable[[Session], Doc | None]) -> Doc | None:
+        """Put the database's current document unless KV already holds it or a newer one.
+        Each attempt re-reads the DB state and the key's KV revision; the put succeeds only
+        if no other replica wrote the key in between, else the next attempt decides again."""
+        async with self._lock:
+            for _ in range(CAS_ATTEMPTS):
+                doc = await self.db.run(load)
+                if doc is None:
+                    return None
+                if not self.control.bus.connected:  # answer now rather than after a KV timeout
+                    raise _not_broadcast()
+                try:
+                    stored = await self.control.get(key)
+                    if stored is not None and _doc_revision(stored[0]) >= doc.revision:
+                        return doc  # this state (or a newer one) is published already
+                    await self.control.put_if(key, doc, stored[1] if stored else 0)
+                    return doc
+                except KeyWrongLastSequenceError:
+                    continue  # another replica published in between: look again
+                except Exception as exc:
+                    log.warning("control put of %s failed: %s", key, exc)
+                    raise _not_broadcast() from exc
+        log.warning("control put of %s lost %d compare-and-set races in a row", key, CAS_ATTEMPTS)
+        raise _not_broadcast()
 
     async def publish_chain(self) -> ModelChain | None:
-        async with _lock:
-            chain = await self.db.run(current_chain)
-            if chain is not None:
-                await self._put(CHAIN_KEY, chain)
-            return chain
+        return await self._publish(CHAIN_KEY, current_chain)
 
     async def publish_pricing(self) -> Pricing | None:
-        async with _lock:
-            pricing = await self.db.run(current_pricing)
-            if pricing is not None:
-                await self._put(PRICING_KEY, pricing)
-            return pricing
+        return await self._publish(PRICING_KEY, current_pricing)
 
     async def publish_prompt(self, name: str) -> PromptVersion | None:
-        async with _lock:
-            version = await self.db.run(current_prompt, name)
-            if version is not None:
-                await self._put(prompt_key(name), version)
-            return version
+        return await self._publish(prompt_key(name), lambda s: current_prompt(s, name))
+
+    async def sync_soon(self) -> None:
+        """Bus reconnect callback: sync in the background so the reconnect is not held up."""
+        task = asyncio.create_task(self.sync_all(), name="control-sync")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def sync_all(self) -> None:
         """At start: put every document whose KV copy is missing or older than the database."""
         names = await self.db.run(lambda s: list(s.exec(select(Prompt.name).where(col(Prompt.active_version) != None))))  # noqa: E711
-        jobs: list[tuple[str, Any]] = [
+        jobs: list[tuple[str, Callable[[], Any]]] = [
             (CHAIN_KEY, self.publish_chain),
             (PRICING_KEY, self.publish_pricing),
             *[(prompt_key(n), lambda n=n: self.publish_prompt(n)) for n in names],
         ]
         for key, publish in jobs:
             try:
-                stored = await self.control.get(key)
-                db_value = await self._db_value(key)
-                if db_value is None:
-                    continue
-                if stored is None or int(stored[0].get("revision", -1)) < db_value.revision:
-                    await publish()
+                await publish()  # a no-op when KV is up to date
             except Exception:
                 log.exception("control sync of %s failed", key)
 
-    async def _db_value(self, key: str) -> Any:
-        if key == CHAIN_KEY:
-            return await self.db.run(current_chain)
-        if key == PRICING_KEY:
-            return await self.db.run(current_pricing)
-        return await self.db.run(current_prompt, key.split(".", 1)[1])
+
+def _doc_revision(value: Any) -> int:
+    try:
+        return int(value.get("revision", -1)) if isinstance(value, dict) else -1
+    except (TypeError, ValueError):
+        return -1
+
+
+def _not_broadcast() -> ApiProblem:
+    return ApiProblem(
+        503, "Service Unavailable", "Saved, but not yet broadcast (bus unavailable); it is sent when the bus is back."
+    )

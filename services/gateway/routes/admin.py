@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 
 from services.gateway.admin import models as models_svc
 from services.gateway.admin import pricing as pricing_svc
 from services.gateway.admin import prompts as prompts_svc
 from services.gateway.admin.control import ControlPublisher, current_chain
 from services.gateway.admin.status import status as status_view
-from services.gateway.audit import list_audit, list_guardrail_events
+from services.gateway.audit import AuditFilter, GuardrailFilter, list_audit, list_guardrail_events
 from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.stats import overview as overview_view
@@ -54,9 +54,8 @@ async def get_chain(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
 async def put_chain(body: models_svc.ChainIn, request: Request, admin: AdminUser, db: DatabaseDep) -> dict[str, Any]:
     revision = await db.run(models_svc.set_chain, body, admin.id)
     request.state.audit_target = f"chain_revision={revision}"
-    chain = await _publisher(request).publish_chain()
-    applied = chain.revision if chain else revision
-    return {"revision": applied, "active": body.active, "fallbacks": body.fallbacks}
+    await _publisher(request).publish_chain()  # publishes this revision or a newer one
+    return {"revision": revision, "active": body.active, "fallbacks": body.fallbacks}
 
 
 @router.get("/models/{model_id}")
@@ -147,11 +146,35 @@ async def get_overview(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
     return await db.run(overview_view)
 
 
+Text = Annotated[str | None, Query(max_length=300, description="case-insensitive substring")]
+
+
 @router.get("/audit", response_model=Page)
-async def audit(_: AdminUser, db: DatabaseDep, limit: Limit = 50, cursor: Cursor = None) -> Page:
-    return await db.run(list_audit, limit, cursor)
+async def audit(
+    _: AdminUser,
+    db: DatabaseDep,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+    user_id: Text = None,
+    method: Annotated[Literal["POST", "PUT", "PATCH", "DELETE"] | None, Query()] = None,
+    outcome: Annotated[Literal["ok", "denied", "rejected", "error"] | None, Query()] = None,
+    route: Annotated[str | None, Query(max_length=300, description="substring of the route or target")] = None,
+    q: Annotated[str | None, Query(max_length=300, description="substring of route, target, user, request id")] = None,
+) -> Page:
+    where = AuditFilter(user_id=user_id, method=method, outcome=outcome, route=route, q=q)
+    return await db.run(list_audit, limit, cursor, where)
 
 
 @router.get("/guardrail-events", response_model=Page)
-async def guardrail_events(_: AdminUser, db: DatabaseDep, limit: Limit = 50, cursor: Cursor = None) -> Page:
-    return await db.run(list_guardrail_events, limit, cursor)
+async def guardrail_events(
+    _: AdminUser,
+    db: DatabaseDep,
+    limit: Limit = 50,
+    cursor: Cursor = None,
+    action: Annotated[Literal["block", "flag", "redact", "allow"] | None, Query()] = None,
+    tier: Annotated[int | None, Query(ge=1, le=2)] = None,
+    user_id: Text = None,
+    q: Annotated[str | None, Query(max_length=300, description="substring of rule, reason, route, task id")] = None,
+) -> Page:
+    where = GuardrailFilter(action=action, tier=tier, user_id=user_id, q=q)
+    return await db.run(list_guardrail_events, limit, cursor, where)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
 from services.gateway import tasks as svc
-from services.gateway.deps import BusDep, CurrentUser, DatabaseDep
+from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.problems import ApiProblem
 from shared.contract.task import TaskStatus
@@ -23,13 +23,13 @@ async def submit(
     request: Request,
     user: CurrentUser,
     db: DatabaseDep,
-    bus: BusDep,
+    bus: MaybeBusDep,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> JSONResponse:
     grey = list(getattr(request.state, "guardrail_grey", None) or [])
-    task, created = await svc.submit(db, bus, user, body, idempotency_key, grey)
+    task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey)
     request.state.audit_target = f"task_id={task.id}"
-    return JSONResponse(svc.accepted(task) | {"created": created}, status_code=202)
+    return JSONResponse(svc.accepted(task, queued) | {"created": created}, status_code=202)
 
 
 @router.get("", response_model=Page)
@@ -65,6 +65,6 @@ async def approval(task_id: str, body: svc.Approval, user: CurrentUser, db: Data
 
 
 @router.post("/{task_id}/retry", status_code=202, responses={409: {"description": "not failed/timeout"}})
-async def retry(task_id: str, user: CurrentUser, db: DatabaseDep, bus: BusDep) -> dict[str, Any]:
-    task = await svc.retry(db, bus, user, task_id)
-    return svc.accepted(task) | {"retry": task.retry}
+async def retry(task_id: str, user: CurrentUser, db: DatabaseDep, bus: MaybeBusDep) -> dict[str, Any]:
+    task, queued = await svc.retry(db, bus, user, task_id)
+    return svc.accepted(task, queued) | {"retry": task.retry}
