@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +37,14 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from services.dispatcher.checkpoints_kv import KVCheckpointStore
 from services.dispatcher.engine.checkpoint import Checkpoint
 from services.dispatcher.engine.compile import CompileError, compile_plan
-from services.dispatcher.engine.context import Deps, TaskSpec
+from services.dispatcher.engine.context import CURRENT_NODE, Deps, Guard, TaskSpec
 from services.dispatcher.engine.ports import Decision
 from services.dispatcher.engine.runner import Runner, RunOutcome
+from services.dispatcher.harness.evaluate import Evaluator
+from services.dispatcher.harness.guardrail import classify_input, input_text
+from services.dispatcher.harness.redact_events import RedactingEvents
+from services.dispatcher.llm.api import TokenBudget
+from services.dispatcher.llm.failover import PinnedLLM
 from services.dispatcher.llm.pool import ModelPool
 from services.dispatcher.llm.react import ReactAgent
 from shared.bus import Bus
@@ -46,7 +52,8 @@ from shared.bus.events import EventPublisher, last_event_n
 from shared.bus.tools import ToolClient
 from shared.bus.tracing import consumer_span
 from shared.contract.base import utcnow
-from shared.contract.events import DoneEvent, StatusEvent
+from shared.contract.events import DoneEvent, ErrorEvent, GuardrailEvent, StatusEvent
+from shared.contract.models import ModelChain, Usage
 from shared.contract.task import TERMINAL, CancelMessage, ResumeMessage, TaskMessage
 from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
 from shared.telemetry import span
@@ -98,7 +105,8 @@ class Worker:
         self.pool = pool
         self.concurrency = concurrency or max(1, min(self.settings.task_max_ack_pending, 16))
         self.tools = CachedTools(ToolClient(bus))
-        self.agent = ReactAgent(tool_timeout_s=self.settings.tool_timeout_s)
+        self.agent = ReactAgent(tool_timeout_s=self.settings.tool_timeout_s, redactor=pool.redactor)
+        self.evaluator = Evaluator()
         self.jobs: dict[str, _Job] = {}
         self.done = 0
         self._handlers: set[asyncio.Task[None]] = set()
@@ -272,7 +280,7 @@ class Worker:
             await self._ack_final(msg, task.task_id, cp.status)  # redelivered after it ended
             return
         start_n = max(cp.event_n if cp else 0, await last_event_n(self.bus, task.task_id))
-        events = EventPublisher(self.bus, task.task_id, start_n=start_n)
+        events = RedactingEvents(EventPublisher(self.bus, task.task_id, start_n=start_n), self.pool.redactor)
         try:
             tools = await self.tools.list_tools()
             plan = compile_plan(task.dsl, tools)
@@ -280,7 +288,9 @@ class Worker:
             await self._fail_unstarted(events, task, exc.code, str(exc))
             await self._ack_final(msg, task.task_id, "failed")
             return
-        llm = self.pool.pinned(task.options.model)
+        # A resumed, redelivered or retried task runs with the chain it started with.
+        llm = self.pool.pinned(task.options.model, cp.chain_revision if cp else None, _pinned_chain(cp))
+        llm.on_breaker = _breaker_notices(events, task.task_id)
         pinned = llm.config
         prompts: dict[str, str] = {}
         versions: dict[str, int] = {}
@@ -293,10 +303,12 @@ class Worker:
             token_budget=task.options.token_budget or self.settings.default_token_budget,
             timeout_s=task.options.timeout_s or self.settings.default_task_timeout_s, model=task.options.model,
             retry=task.retry, prompts=prompts, prompt_versions=versions,
-            message=task.model_dump(mode="json"),
+            message=task.model_dump(mode="json"), chain=pinned.chain.model_dump(mode="json"),
+            guardrail_grey=list(task.guardrail_grey),
         )
         runner = Runner(plan, spec, Deps(llm=llm, tools=self.tools, store=self.store, events=events,
-                                         agent=self.agent, checkpoint_limit=self.bus.nc.max_payload),
+                                         agent=self.agent, checkpoint_limit=self.bus.nc.max_payload,
+                                         guardrail=_tier2_guardrail(llm), evaluator=self.evaluator),
                         parallelism=self.settings.task_parallelism)
         job = _Job(task.task_id, runner, msg)
         self.jobs[task.task_id] = job
@@ -319,7 +331,7 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self.store.delete(task_id)
 
-    async def _fail_unstarted(self, events: EventPublisher, task: TaskMessage, code: str, error: str) -> None:
+    async def _fail_unstarted(self, events: RedactingEvents, task: TaskMessage, code: str, error: str) -> None:
         await events.emit(StatusEvent(task_id=task.task_id, status="failed", error=error, code=code))
         await events.emit(DoneEvent(task_id=task.task_id, status="failed", error=error))
         await events.flush()
@@ -357,8 +369,8 @@ class Worker:
                 return
             task = TaskMessage.model_validate(cp.task)
             plan = compile_plan(task.dsl)
-            events = EventPublisher(self.bus, task.task_id,
-                                    start_n=max(cp.event_n, await last_event_n(self.bus, task.task_id)))
+            events = RedactingEvents(EventPublisher(self.bus, task.task_id, start_n=max(
+                cp.event_n, await last_event_n(self.bus, task.task_id))), self.pool.redactor)
             spec = TaskSpec(task_id=task.task_id, user_id=task.user_id, message=cp.task)
             runner = Runner(plan, spec, Deps(llm=self.pool.pinned(), tools=self.tools, store=self.store,
                                              events=events))
@@ -417,6 +429,38 @@ class Worker:
         cp.status, cp.error, cp.code, cp.event_n = "failed", error, "redelivery_exhausted", events.n
         await self.store.save(cp)
         await self.store.flush()
+
+
+def _pinned_chain(cp: Checkpoint | None) -> ModelChain | None:
+    if cp is None or not cp.chain:
+        return None
+    try:
+        return ModelChain.model_validate(cp.chain)
+    except ValueError:
+        log.warning("the pinned chain in the checkpoint of %s is unreadable", cp.task_id)
+        return None
+
+
+def _breaker_notices(events: RedactingEvents, task_id: str) -> Callable[[str, str, str], Awaitable[None]]:
+    """Breaker news of this task's model calls as `error` events of the node that made the call
+    (`breaker_open`, `model_skipped`); the task itself goes on (failover)."""
+
+    async def notice(code: str, model: str, message: str) -> None:
+        node_id = CURRENT_NODE.get()
+        if node_id is None:  # e.g. the guardrail's call: no node to attach it to; logged only
+            log.warning("task %s: %s", task_id, message)
+            return
+        await events.emit(ErrorEvent(task_id=task_id, node_id=node_id, code=code, message=message))
+
+    return notice
+
+
+def _tier2_guardrail(llm: PinnedLLM) -> Guard:
+    async def guard(spec: TaskSpec, budget: TokenBudget | None) -> tuple[GuardrailEvent, Usage]:
+        decision = await classify_input(llm, input_text(spec.input), spec.guardrail_grey, budget=budget)
+        return decision.event(spec.task_id), decision.usage
+
+    return guard
 
 
 def _annotate(task_id: str, node_id: str | None = None) -> None:

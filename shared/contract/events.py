@@ -54,6 +54,9 @@ class NodeEndEvent(EventBase):
     error: str | None = None
     kind: str | None = None
     usage: Usage | None = None
+    # An agent node with `evaluate`: the evaluation of its final answer (see the `eval` event).
+    score: float | None = None
+    grade: Literal["ok", "warn", "poor"] | None = None
 
 
 class NodeSkipEvent(EventBase):

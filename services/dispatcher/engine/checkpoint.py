@@ -65,6 +65,11 @@ class Checkpoint(BaseModel):
     budget_used: int = 0
     event_n: int = 0
     chain_revision: int | None = None
+    # The pinned chain itself (a ModelChain dump; API keys stay encrypted): a dispatcher that
+    # never saw this revision — started after a hot swap — resumes the task with it.
+    chain: dict[str, Any] | None = None
+    # The tier-2 guardrail allowed the input (a resume or retry does not ask again).
+    guardrail_passed: bool = False
     prompt_versions: dict[str, int] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
     elapsed_s: float = 0.0

@@ -7,13 +7,15 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.dispatcher.engine.compile import Plan, PlanNode
 from services.dispatcher.engine.ports import Decision, EventSink
 from services.dispatcher.engine.spans import llm_span, record_result, traced
+from services.dispatcher.harness.evaluate import EvalOutcome, Evaluator
 from services.dispatcher.llm.api import (
     LLM,
     AgentRunner,
@@ -26,13 +28,24 @@ from services.dispatcher.llm.api import (
     ToolCaller,
 )
 from shared.contract.dsl import AgentConfig, ToolConfig
-from shared.contract.events import EventBase, ThinkingEvent, TokenEvent, ToolCallEvent, ToolResultEvent
+from shared.contract.events import (
+    EventBase,
+    GuardrailEvent,
+    ThinkingEvent,
+    TokenEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
 from shared.contract.models import Usage
 from shared.contract.templates import RetrieverOutput, TemplateProblem
 from shared.contract.tools import ToolDescriptor, ToolMeta
 
 PREVIEW_CHARS = 300
 _CALL_IDS = itertools.count(1)  # call ids need only be unique within a task's trace
+# The node whose work the current asyncio task does (set by the runner in each node's task), so
+# code below the engine — e.g. breaker notices of the model layer — can name the node.
+CURRENT_NODE: ContextVar[str | None] = ContextVar("agentix_current_node", default=None)
+DEFAULT_EVALUATOR = Evaluator()
 
 
 class NodeError(Exception):
@@ -66,6 +79,14 @@ class TaskSpec:
     prompts: dict[str, str] = field(default_factory=dict)
     prompt_versions: dict[str, int] = field(default_factory=dict)
     message: dict[str, Any] | None = None  # kept in the checkpoint for resumes
+    chain: dict[str, Any] | None = None  # the pinned model chain (kept in the checkpoint)
+    # Tier-1 guardrail flags of a grey input: the tier-2 guardrail classifies it before the run.
+    guardrail_grey: list[str] = field(default_factory=list)
+
+
+Guard = Callable[[TaskSpec, TokenBudget | None], Awaitable[tuple[GuardrailEvent, Usage]]]
+"""Tier-2 input guardrail: classifies the task input; its `guardrail` event says allow/block,
+and the usage of the classifier call counts for the task."""
 
 
 @dataclass
@@ -78,6 +99,8 @@ class Deps:
     # Largest checkpoint the store takes (bytes; NATS max_payload): over it the task fails
     # `checkpoint_too_large` instead of crashing on every delivery.
     checkpoint_limit: int | None = None
+    guardrail: Guard | None = None
+    evaluator: Evaluator | None = None  # agent nodes with `evaluate` (default: Evaluator())
 
 
 @dataclass
@@ -108,6 +131,7 @@ class NodeContext:
         self.node = node
         self.task = shared.task
         self.usage = Usage()
+        self.evaluation: EvalOutcome | None = None
         self._scope: dict[str, Any] | None = None
 
     # -- templates ------------------------------------------------------------------------------
@@ -224,6 +248,35 @@ class NodeContext:
         self.usage = self.usage.add(result.usage)
         return result
 
+    def retrieved_chunks(self) -> list[str]:
+        """The chunk texts of the retrievers this node's templates read (its RAG context)."""
+        texts: list[str] = []
+        for ref in sorted(self.node.refs & self.shared.plan.retriever_ids):
+            value = self.shared.outputs.get(ref)
+            chunks = value.get("chunks") if isinstance(value, dict) else None
+            for chunk in chunks if isinstance(chunks, list) else []:
+                text = chunk.get("text") if isinstance(chunk, dict) else None
+                if isinstance(text, str) and text.strip():
+                    texts.append(text)
+        return texts
+
+    async def evaluate_answer(self, request: LLMRequest, result: LLMResult, *, stream: bool) -> LLMResult:
+        """`evaluate`: rules + judge + faithfulness to the retrieved chunks → `eval` event; a poor
+        answer is regenerated once with the critique (an `eval` event with grade poor comes
+        first, then the new answer's tokens, then the final `eval` with `regenerated`)."""
+        evaluator = self.shared.deps.evaluator or DEFAULT_EVALUATOR
+        llm = _Counted(traced(self.shared.deps.llm, self.task.task_id, self.node.id), self)
+
+        async def on_poor(first: EvalOutcome) -> None:
+            await self.emit(first.event(self.task.task_id, self.node.id))
+
+        final, outcome = await evaluator.run(
+            llm, request, result, chunks=self.retrieved_chunks(), budget=self.shared.budget,
+            on_delta=self.delta_sink(request.model) if stream else None, on_poor=on_poor)
+        self.evaluation = outcome
+        await self.emit(outcome.event(self.task.task_id, self.node.id))
+        return final
+
     async def tools_for(self, names: list[str] | str | None) -> list[ToolDescriptor]:
         if not names:
             return []
@@ -276,9 +329,29 @@ def parse_json_output(node_id: str, text: str) -> Any:
         raise NodeError("bad_output", f"node {node_id!r}: the model's answer is not valid JSON ({exc})") from exc
 
 
+class _Counted:
+    """The LLM as the evaluator uses it: every call's usage counts for the node."""
+
+    def __init__(self, llm: LLM, ctx: NodeContext) -> None:
+        self._llm = llm
+        self._ctx = ctx
+
+    @property
+    def chain_revision(self) -> int:
+        return self._llm.chain_revision
+
+    async def complete(self, request: LLMRequest, *, budget: TokenBudget | None = None,
+                       on_delta: DeltaSink | None = None) -> LLMResult:
+        result = await self._llm.complete(request, budget=budget, on_delta=on_delta)
+        self._ctx.usage = self._ctx.usage.add(result.usage)
+        return result
+
+
 async def run_agent_body(ctx: NodeContext, config: AgentConfig, prefix: str,
-                         extra: Mapping[str, Any] | None = None, *, stream: bool = True) -> Any:
-    """An agent node (or a map body): system + prompt, then the model or the ReAct runner."""
+                         extra: Mapping[str, Any] | None = None, *, stream: bool = True,
+                         evaluate: bool = False) -> Any:
+    """An agent node (or a map body): system + prompt, then the model or the ReAct runner;
+    with `evaluate`, the answer is evaluated (and regenerated once if poor)."""
     messages: list[dict[str, Any]] = []
     if config.system is not None:
         messages.append({"role": "system", "content": ctx.render(f"{prefix}.system", extra)})
@@ -290,6 +363,8 @@ async def run_agent_body(ctx: NodeContext, config: AgentConfig, prefix: str,
         result = await ctx.run_agent(request, tools, config.max_steps)
     else:
         result = await ctx.complete(request, stream=stream)
+    if evaluate:
+        result = await ctx.evaluate_answer(request, result, stream=stream)
     if config.output == "json":
         return parse_json_output(ctx.node.id, result.text)
     return result.text

@@ -22,7 +22,15 @@ from typing import Any, Literal
 
 from services.dispatcher.engine.checkpoint import Checkpoint, CheckpointTooLarge, NodeState, WaitingApproval
 from services.dispatcher.engine.compile import Plan, PlanNode
-from services.dispatcher.engine.context import Deps, NodeContext, NodeError, RunShared, TaskSpec, preview
+from services.dispatcher.engine.context import (
+    CURRENT_NODE,
+    Deps,
+    NodeContext,
+    NodeError,
+    RunShared,
+    TaskSpec,
+    preview,
+)
 from services.dispatcher.engine.nodes import HANDLERS
 from services.dispatcher.engine.nodes.approval import Waiting
 from services.dispatcher.engine.ports import Decision
@@ -72,6 +80,8 @@ class _Result:
     code: str | None = None
     usage: Usage | None = None
     duration_ms: float = 0.0
+    score: float | None = None  # the evaluation of an agent node with `evaluate`
+    grade: Literal["ok", "warn", "poor"] | None = None
 
 
 class _Stop(Exception):
@@ -95,6 +105,7 @@ class Runner:
         self._cancel = asyncio.Event()
         self._wake: asyncio.Event | None = None
         self._cancel_reason = "cancelled"
+        self._node_started: dict[str, float] = {}
         self.cp: Checkpoint | None = None
 
     def cancel(self, reason: str = "cancelled by user") -> None:
@@ -112,7 +123,8 @@ class Runner:
             cp = Checkpoint(task_id=self.task.task_id, task=self.task.message, retry=self.task.retry,
                             prompts=dict(self.task.prompts),
                             prompt_versions=dict(self.task.prompt_versions),
-                            chain_revision=self.deps.llm.chain_revision, event_n=self.deps.events.n)
+                            chain_revision=self.deps.llm.chain_revision, chain=self.task.chain,
+                            event_n=self.deps.events.n)
         self.cp = cp.bound(getattr(self.deps, "checkpoint_limit", None))
         if cp.task is None:  # only the record of an end (e.g. `redelivery_exhausted` before any
             cp.task = self.task.message  # checkpoint): take what a fresh one pins from this message
@@ -131,6 +143,10 @@ class Runner:
         self.shared = RunShared(plan=self.plan, task=self.task, deps=self.deps, budget=budget,
                                 outputs={k: s.output for k, s in cp.nodes.items() if s.finished},
                                 prompts=cp.prompts, decisions=decisions)
+        if (fresh or retrying) and self.task.guardrail_grey and not cp.guardrail_passed and self.deps.guardrail:
+            stopped = await self._guard()
+            if stopped is not None:
+                return stopped
         if fresh or retrying or cp.status == "waiting":
             cp.status = "running"
             await self._emit(StatusEvent(
@@ -139,6 +155,10 @@ class Runner:
                 prompt_versions=(cp.prompt_versions or None) if fresh else None,
                 retry=self.task.retry if retrying else None,
             ))
+            if fresh:
+                # Pinned from here on: a redelivery before the first node ends finds this
+                # checkpoint and runs with the same chain and prompts the `running` event named.
+                await self._save()
         try:
             await self._apply_decisions(decisions)
             await self._loop()
@@ -151,6 +171,26 @@ class Runner:
         output = {oid: cp.nodes[oid].output for oid in self.plan.output_ids
                   if oid in cp.nodes and cp.nodes[oid].status == "done"}
         return await self._finish("done", output=output)
+
+    async def _guard(self) -> RunOutcome | None:
+        """Tier-2 guardrail on a grey input, before anything runs: a block ends the task `failed`
+        with `guardrail_blocked`; an allow is remembered, so resumes and retries skip it."""
+        cp = self.cp
+        assert cp is not None and self.deps.guardrail is not None
+        budget = self.shared.budget
+        try:
+            event, usage = await self.deps.guardrail(self.task, budget)
+        except BudgetExceeded as exc:
+            await self._emit(BudgetEvent(task_id=self.task.task_id, used=exc.used, limit=exc.limit))
+            return await self._finish("budget_exceeded", error=str(exc), code="budget_exceeded")
+        event.task_id = self.task.task_id
+        cp.usage = cp.usage.add(usage)
+        await self._emit(event)
+        if event.action == "block":
+            return await self._finish("failed", error=f"the input was blocked by the guardrail: {event.reason}",
+                                      code="guardrail_blocked")
+        cp.guardrail_passed = True
+        return None
 
     async def _park(self) -> RunOutcome:
         cp = self.cp
@@ -323,6 +363,11 @@ class Runner:
                 except BudgetExceeded as exc:
                     await self._flush_or_stop(finished, running)
                     await self._abort(running)
+                    # The node whose call crossed the budget is stopped by it, like the others.
+                    await self._emit(NodeEndEvent(
+                        task_id=self.task.task_id, node_id=node_id, status="cancelled", kind=nodes[node_id].kind,
+                        duration_ms=(time.perf_counter() - self._node_started.get(node_id, time.perf_counter()))
+                        * 1000, error=str(exc)))
                     await self._emit(BudgetEvent(task_id=self.task.task_id, node_id=node_id, used=exc.used,
                                                  limit=exc.limit))
                     raise _Stop("budget_exceeded", str(exc), "budget_exceeded") from exc
@@ -412,11 +457,12 @@ class Runner:
                                               output_preview=decision.decision))
             elif result.status == "failed":
                 await self._emit(NodeEndEvent(task_id=task_id, node_id=node.id, status="failed", kind=node.kind,
-                                              duration_ms=result.duration_ms, error=result.error, usage=usage))
+                                              duration_ms=result.duration_ms, error=result.error, usage=usage,
+                                              score=result.score, grade=result.grade))
             else:
                 await self._emit(NodeEndEvent(
                     task_id=task_id, node_id=node.id, status="done", kind=node.kind, duration_ms=result.duration_ms,
-                    output_preview=preview(result.output), usage=usage))
+                    output_preview=preview(result.output), usage=usage, score=result.score, grade=result.grade))
 
     async def _flush_or_stop(self, finished: list[_Result], running: dict[asyncio.Task[_Result], str]) -> None:
         """`_flush_results`, but a checkpoint over the size limit stops the run cleanly: the batch's
@@ -444,6 +490,7 @@ class Runner:
 
     # -- one node -----------------------------------------------------------------------------------
     async def _execute(self, node: PlanNode) -> _Result:
+        CURRENT_NODE.set(node.id)  # this node's own asyncio task: the value ends with it
         await self._emit(NodeStartEvent(task_id=self.task.task_id, node_id=node.id, kind=node.kind))
         with node_span(self.task.task_id, node) as current:
             result = await self._run_node(node)
@@ -452,7 +499,7 @@ class Runner:
         return result
 
     async def _run_node(self, node: PlanNode) -> _Result:
-        started = time.perf_counter()
+        started = self._node_started[node.id] = time.perf_counter()
         ctx = NodeContext(self.shared, node)
         handler = HANDLERS[node.kind]
         try:
@@ -479,12 +526,16 @@ class Runner:
             return _Result(node.id, "waiting", output, duration_ms=duration)
         if isinstance(output, Decision):
             return _Result(node.id, "decided", output, duration_ms=duration)
-        return _Result(node.id, "done", output, usage=ctx.usage, duration_ms=duration)
+        evaluation = ctx.evaluation
+        return _Result(node.id, "done", output, usage=ctx.usage, duration_ms=duration,
+                       score=evaluation.score if evaluation else None, grade=evaluation.grade if evaluation else None)
 
     @staticmethod
     def _failed(node: PlanNode, ctx: NodeContext, started: float, code: str, message: str) -> _Result:
+        evaluation = ctx.evaluation
         return _Result(node.id, "failed", None, error=message, code=code, usage=ctx.usage,
-                       duration_ms=(time.perf_counter() - started) * 1000)
+                       duration_ms=(time.perf_counter() - started) * 1000,
+                       score=evaluation.score if evaluation else None, grade=evaluation.grade if evaluation else None)
 
     # -- bookkeeping --------------------------------------------------------------------------------
     def _elapsed(self) -> float:

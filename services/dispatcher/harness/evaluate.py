@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -197,10 +197,12 @@ class Evaluator:
         chunks: Sequence[str] = (),
         budget: TokenBudget | None = None,
         on_delta: DeltaSink | None = None,
+        on_poor: Callable[[EvalOutcome], Awaitable[None]] | None = None,
     ) -> tuple[LLMResult, EvalOutcome]:
         """Evaluate `result`; on `poor`, regenerate once with the critique (streaming through
-        `on_delta` again) and evaluate the new answer. The returned result's usage covers the
-        answer(s) and the judge calls."""
+        `on_delta` again) and evaluate the new answer. `on_poor` hears the first evaluation
+        before the regeneration starts (so a stream reader can tell the two answers apart).
+        The returned result's usage covers the answer(s) and the judge calls."""
         if question is None:
             question = next(
                 (content_text(m.get("content")) for m in reversed(request.messages) if m.get("role") == "user"), ""
@@ -218,6 +220,8 @@ class Evaluator:
         if outcome.grade != "poor":
             result.usage = total
             return result, outcome
+        if on_poor is not None:
+            await on_poor(outcome)
         retry_request = replace(
             request,
             messages=[

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from services.dispatcher.llm.api import LLM, BudgetExceeded, LLMError, LLMRequest, TokenBudget
 from shared.contract.events import GuardrailEvent
+from shared.contract.models import Usage
 
 log = logging.getLogger("agentix.harness.guardrail")
 MAX_INPUT_CHARS = 8000
@@ -30,6 +31,7 @@ class GuardrailDecision:
     action: Literal["allow", "block"]
     reason: str
     model: str | None = None
+    usage: Usage = field(default_factory=Usage)  # of the classifier call
 
     @property
     def blocked(self) -> bool:
@@ -37,6 +39,26 @@ class GuardrailDecision:
 
     def event(self, task_id: str, node_id: str | None = None) -> GuardrailEvent:
         return GuardrailEvent(task_id=task_id, node_id=node_id, tier=2, action=self.action, reason=self.reason)
+
+
+def input_text(value: Any) -> str:
+    """What the classifier reads of a task input: its text fields, one per line (a JSON dump
+    when it has none)."""
+    texts: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            if v.strip():
+                texts.append(v)
+        elif isinstance(v, dict):
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, list):
+            for item in v:
+                walk(item)
+
+    walk(value)
+    return "\n".join(texts) if texts else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def parse_decision(text: str) -> tuple[str, str] | None:
@@ -86,6 +108,6 @@ async def classify_input(
         return GuardrailDecision(fallback, f"guardrail classifier unavailable ({exc.code}): {exc.message}")
     parsed = parse_decision(result.text)
     if parsed is None:
-        return GuardrailDecision(fallback, "guardrail classifier gave no readable decision", result.model)
+        return GuardrailDecision(fallback, "guardrail classifier gave no readable decision", result.model, result.usage)
     action, reason = parsed
-    return GuardrailDecision(action, reason, result.model)  # type: ignore[arg-type]
+    return GuardrailDecision(action, reason, result.model, result.usage)  # type: ignore[arg-type]

@@ -179,7 +179,9 @@ class CircuitBreakers:
             log.info("circuit breaker of %s is closed again", model)
             await self._notify(state)
 
-    async def failure(self, model: str, code: str, message: str) -> BreakerState:
+    async def failure(self, model: str, code: str, message: str) -> tuple[BreakerState, bool]:
+        """Record a failure. Returns the new state and whether this failure changed the state
+        (closed/half-open → open: the caller's task can say that it tripped the breaker)."""
         now = self.clock()
         p = self.policy
         entry = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))} {code}: {message}"[:300]
@@ -203,10 +205,11 @@ class CircuitBreakers:
             )
 
         state, _ = await self.store.update(model, change)
-        if state.state != before[0].state:
+        transition = state.state != before[0].state
+        if transition:
             log.warning("circuit breaker of %s is now %s (%s)", model, state.state, message)
             await self._notify(state)
-        return state
+        return state, transition
 
     async def release_probe(self, model: str) -> None:
         """The probe ended without a verdict (cancelled, budget): let the next caller probe."""

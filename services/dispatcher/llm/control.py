@@ -112,11 +112,15 @@ class ModelControl:
         """True while the chain still comes from settings (nothing in KV yet)."""
         return self._seeded
 
-    def snapshot(self, chain_revision: int | None = None) -> PinnedConfig:
-        """The current values; with `chain_revision`, that chain if still remembered."""
+    def snapshot(self, chain_revision: int | None = None, pinned: ModelChain | None = None) -> PinnedConfig:
+        """The current values; with `chain_revision`, that chain: remembered here, else `pinned`
+        (the chain a task kept in its checkpoint, so a dispatcher that never saw that revision —
+        started after a hot swap — still resumes the task with it)."""
         chain = self._chain
         if chain_revision is not None and chain_revision != chain.revision:
             old = self._history.get(chain_revision)
+            if old is None and pinned is not None and pinned.revision == chain_revision:
+                old = pinned
             if old is None:
                 log.warning("chain revision %s is no longer known; using %s", chain_revision, chain.revision)
             else:

@@ -9,8 +9,10 @@ streaming redactor before it reaches `on_delta` or the result.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,6 +35,9 @@ from shared.contract.models import OFFLINE_MODEL, ModelConfig, Pricing, Usage
 
 if TYPE_CHECKING:
     from services.dispatcher.llm.pool import ModelPool
+
+log = logging.getLogger("agentix.llm.failover")
+BreakerNotice = Callable[[str, str, str], Awaitable[None]]  # (code, model, message)
 
 
 @dataclass(frozen=True)
@@ -82,12 +87,30 @@ class _Charge:
 
 
 class PinnedLLM:
-    """An `LLM` for one task: the chain, pricing and prompts of the revision current at its start."""
+    """An `LLM` for one task: the chain, pricing and prompts of the revision current at its start.
+
+    `on_breaker(code, model, message)`, when set, hears what the breakers did to this task's
+    calls: `breaker_open` (one of its calls tripped a model's breaker) and `model_skipped` (a
+    model was skipped because its breaker is open; said once per model)."""
 
     def __init__(self, pool: ModelPool, config: PinnedConfig, model: str | None = None) -> None:
         self.pool = pool
         self.config = config
         self.default_model = model
+        self.on_breaker: BreakerNotice | None = None
+        self._skips_told: set[str] = set()
+
+    async def _tell(self, code: str, model: str, message: str) -> None:
+        if self.on_breaker is None:
+            return
+        if code == "model_skipped":
+            if model in self._skips_told:
+                return
+            self._skips_told.add(model)
+        try:
+            await self.on_breaker(code, model, message)
+        except Exception:  # informational: never let it fail the model call
+            log.exception("breaker notice for %s failed", model)
 
     @property
     def chain_revision(self) -> int:
@@ -155,6 +178,8 @@ class PinnedLLM:
             if admission is None:
                 if last is None:
                     skipped.append(cfg.name)
+                    why = f"model {cfg.name!r} skipped: its circuit breaker is open"
+                    await self._tell("model_skipped", cfg.name, why)
                 break
             charge = _Charge(budget)
             emitted: list[bool] = [False]
@@ -166,7 +191,15 @@ class PinnedLLM:
                     charge.refund()
                 state = None
                 if err.counts_for_breaker:
-                    state = await breakers.failure(cfg.name, err.code, err.message)
+                    state, changed = await breakers.failure(cfg.name, err.code, err.message)
+                    if changed and state.state == "open":
+                        await self._tell(
+                            "breaker_open",
+                            cfg.name,
+                            f"circuit breaker of model {cfg.name!r} opened after {state.failures} failures "
+                            f"(last: {err.message}); calls skip it until a probe succeeds "
+                            f"({breakers.policy.cooldown_s:g}s cooldown)",
+                        )
                 else:  # the endpoint answered: it is up, whatever it thought of this request
                     await breakers.success(cfg.name)
                 if emitted[0]:

@@ -27,7 +27,7 @@ from services.dispatcher.llm.control import ModelControl
 from services.dispatcher.llm.endpoint import Endpoint, OfflineEndpoint, OpenAIEndpoint
 from services.dispatcher.llm.errors import AttemptError
 from services.dispatcher.llm.failover import PinnedLLM, RetryPolicy
-from shared.contract.models import BreakerState, ModelConfig
+from shared.contract.models import BreakerState, ModelChain, ModelConfig
 from shared.secrets import SecretError, decrypt_secret
 from shared.settings import Settings
 
@@ -55,10 +55,13 @@ class ModelPool:
     ) -> None:
         self.settings = settings
         self.control = control or ModelControl(settings)
-        self.breakers = CircuitBreakers(breaker_store or MemoryBreakerStore(), breaker_policy)
+        policy = breaker_policy or BreakerPolicy(
+            failure_threshold=settings.breaker_failure_threshold, cooldown_s=settings.breaker_cooldown_s
+        )
+        self.breakers = CircuitBreakers(breaker_store or MemoryBreakerStore(), policy)
         self.cache: OutputCache | None = (cache or LRUCache()) if use_cache else None
-        self.retry = retry or RetryPolicy()
-        self.redactor = redactor or Redactor()
+        self.retry = retry or RetryPolicy(attempts=settings.llm_retry_attempts)
+        self.redactor = redactor or Redactor(extra=settings.redact_patterns)
         self.sleep = sleep
         # Merge deltas that arrive while the sink is still publishing the previous one
         # (llm/deltas.py): fewer, larger token events when the model outpaces the bus.
@@ -76,11 +79,14 @@ class ModelPool:
             kwargs["cache"] = RedisCache(settings.redis_url, settings.redis_key_prefix)
         return cls(settings, **kwargs)  # type: ignore[arg-type]
 
-    def pinned(self, model: str | None = None, chain_revision: int | None = None) -> PinnedLLM:
+    def pinned(
+        self, model: str | None = None, chain_revision: int | None = None, chain: ModelChain | None = None
+    ) -> PinnedLLM:
         """The LLM for a task starting now: bound to the current chain revision, pricing and
         prompts. `model` is the task's default alias (task option), else the chain's active.
-        A resumed task passes the `chain_revision` it started with (used while remembered)."""
-        return PinnedLLM(self, self.control.snapshot(chain_revision), model)
+        A resumed task passes the `chain_revision` it started with and the `chain` its
+        checkpoint kept, and runs with that chain again."""
+        return PinnedLLM(self, self.control.snapshot(chain_revision, chain), model)
 
     def endpoint(self, cfg: ModelConfig) -> Endpoint:
         fingerprint = cfg.model_dump_json()

@@ -1,4 +1,5 @@
-"""`agent`: one LLM turn loop (ReAct through the agent runner when the node has tools)."""
+"""`agent`: one LLM turn loop (ReAct through the agent runner when the node has tools); with
+`evaluate`, the answer is evaluated and regenerated once if poor."""
 
 from __future__ import annotations
 
@@ -8,4 +9,4 @@ from services.dispatcher.engine.context import NodeContext, run_agent_body
 
 
 async def run(ctx: NodeContext) -> Any:
-    return await run_agent_body(ctx, ctx.node.config, "config")
+    return await run_agent_body(ctx, ctx.node.config, "config", evaluate=ctx.node.config.evaluate)
