@@ -40,6 +40,7 @@ class Printer:
     def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.in_tokens = False
+        self.token_node: str | None = None
 
     def out(self, text: str) -> None:
         if self.quiet:
@@ -47,13 +48,19 @@ class Printer:
         if self.in_tokens:
             sys.stdout.write("\n")
             self.in_tokens = False
+        self.token_node = None
         print(text, flush=True)
 
-    def token(self, text: str) -> None:
-        if not self.quiet:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-            self.in_tokens = True
+    def token(self, node: str, text: str) -> None:
+        if self.quiet:
+            return
+        if node != self.token_node:
+            # Parallel nodes stream at once: start a labelled line whenever the speaker changes.
+            sys.stdout.write(("\n" if self.in_tokens else "") + f"  [{node}] ")
+            self.token_node = node
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        self.in_tokens = True
 
     def show(self, name: str, d: dict) -> None:
         node = d.get("node_id", "")
@@ -68,7 +75,7 @@ class Printer:
         elif name == "node.skip":
             self.out(f"↷ {node} skipped")
         elif name in ("token", "thinking"):
-            self.token(d.get("text", ""))
+            self.token(node, d.get("text", ""))
         elif name == "tool.call":
             self.out(f"  ⚙ {d.get('tool')}({json.dumps(d.get('args', {}))[:120]})")
         elif name == "tool.result":

@@ -147,8 +147,9 @@ def _banner(api: str, data_dir: Path) -> None:
 Agentix is up.
   API        {api}/api/v1   (docs {api}/docs, console {api}/console)
   Dev token  {token}
-  Try        agentix run examples/hello.json --input '{{"text": "What does Agentix do?"}}'
-             curl -H "Authorization: Bearer $TOKEN" {api}/api/v1/tasks
+  Try        agentix run examples/hello.json --url {api} --data-dir {data_dir} \\
+                 --input '{{"text": "What does Agentix do?"}}'
+             curl -H "Authorization: Bearer <dev token>" {api}/api/v1/tasks
 Press Ctrl-C to stop.
 """,
         flush=True,

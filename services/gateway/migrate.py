@@ -20,6 +20,8 @@ from sqlalchemy.engine import make_url
 from shared.settings import Settings
 
 log = logging.getLogger("agentix.gateway.migrate")
+# Alembic narrates every plugin it loads at INFO; keep its migrations, drop the chatter.
+logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
 VERSION_TABLE = "gateway_alembic_version"
 ADVISORY_LOCK_KEY = 0x61676E7478  # "agntx": any constant shared by every gateway process

@@ -42,6 +42,7 @@ class Bus:
         self.subjects: Subjects = subjects_for(settings)
         self.names: Names = names_for(settings)
         self.reconnects = 0
+        self.closing = False
         self._on_reconnect: list[Callback] = []
 
     @classmethod
@@ -52,6 +53,9 @@ class Bus:
             log.warning("nats error (%s): %s", name, exc)
 
         async def disconnected_cb() -> None:
+            bus = holder.get("bus")
+            if bus is not None and bus.closing:
+                return
             log.warning("nats disconnected (%s)", name)
 
         async def reconnected_cb() -> None:
@@ -128,6 +132,7 @@ class Bus:
         return await self.nc.request(subject, payload, timeout=timeout, headers=inject_headers())
 
     async def close(self) -> None:
+        self.closing = True
         if self.nc.is_closed:
             return
         try:
