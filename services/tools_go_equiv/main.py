@@ -37,7 +37,7 @@ async def start_runtime(settings: Settings, bus: Bus, kb_settings: KbSettings | 
     kb = kb_settings or KbSettings()
     db = Db(settings.db_url("tools"))
     await asyncio.to_thread(create_schema, db)
-    vectors = VectorCache(db)
+    vectors = VectorCache(db, kb.vector_cache_rows)
     redis = Redis.from_url(settings.redis_url, decode_responses=True) if settings.redis_url else None
     rt = runtime.Runtime(
         settings=settings,

@@ -12,6 +12,7 @@ import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
+from nats.js.object_store import ObjectStore
 from pydantic import BaseModel
 
 from shared.bus.names import Names, Subjects, names_for, subjects_for
@@ -43,6 +44,7 @@ class Bus:
         self.names: Names = names_for(settings)
         self.reconnects = 0
         self.closing = False
+        self._object_stores: dict[str, ObjectStore] = {}
         self._on_reconnect: list[Callback] = []
 
     @classmethod
@@ -105,6 +107,13 @@ class Bus:
         from shared.bus.streams import declare_all
 
         await declare_all(self)
+
+    async def object_store(self, name: str) -> ObjectStore:
+        """A handle on one of the declared object stores, looked up once per connection."""
+        store = self._object_stores.get(name)
+        if store is None:
+            store = self._object_stores[name] = await self.js.object_store(name)
+        return store
 
     async def publish(self, subject: str, model: BaseModel, headers: dict[str, str] | None = None) -> None:
         await self.nc.publish(subject, encode(model), headers=inject_headers(headers))

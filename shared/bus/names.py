@@ -105,6 +105,11 @@ class Names:
     def reports_bucket(self) -> str:
         return f"{self.bucket_prefix}_reports"
 
+    @property
+    def uploads_bucket(self) -> str:
+        """Uploads waiting for ingestion (too large to travel inline)."""
+        return f"{self.bucket_prefix}_uploads"
+
 
 def subjects_for(settings: Settings) -> Subjects:
     return Subjects(settings.subject_prefix)

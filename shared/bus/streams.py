@@ -130,13 +130,14 @@ async def declare_all(bus: Bus) -> None:
     await _ensure_kv(
         bus, KeyValueConfig(bucket=n.checkpoints_bucket, history=1, ttl=CHECKPOINT_TTL_S, replicas=replicas)
     )
-    try:
-        await bus.js.object_store(n.reports_bucket)
-    except (NotFoundError, BadRequestError):
+    for bucket in (n.reports_bucket, n.uploads_bucket):
         try:
-            await bus.js.create_object_store(n.reports_bucket, ObjectStoreConfig(replicas=replicas))
-        except BadRequestError:
-            pass
+            await bus.js.object_store(bucket)
+        except (NotFoundError, BadRequestError):
+            try:
+                await bus.js.create_object_store(bucket, ObjectStoreConfig(replicas=replicas))
+            except BadRequestError:  # created concurrently
+                pass
 
 
 async def _ensure_kv(bus: Bus, config: KeyValueConfig) -> None:

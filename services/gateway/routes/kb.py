@@ -11,8 +11,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
-from nats.js.api import ObjectStoreConfig
-from nats.js.errors import BadRequestError, NotFoundError
 from nats.js.object_store import ObjectStore
 from pydantic import BaseModel, Field, ValidationError
 from sse_starlette import EventSourceResponse
@@ -24,7 +22,7 @@ from services.gateway.problems import ApiProblem
 from services.gateway.sse import event_stream, resume_point
 from shared.bus import Bus
 from shared.bus.tools import ToolClient
-from shared.contract.ingest import INLINE_UPLOAD_MAX, TERMINAL_JOB, uploads_bucket
+from shared.contract.ingest import INLINE_UPLOAD_MAX, TERMINAL_JOB
 from shared.contract.tools import ToolMeta
 
 router = APIRouter(prefix="/kb", tags=["knowledge base"])
@@ -69,13 +67,7 @@ async def call_go_tool(bus: Bus, user_id: str, tool: str, args: dict[str, Any], 
 
 
 async def uploads(bus: Bus) -> ObjectStore:
-    name = uploads_bucket(bus.settings.bucket_prefix)
-    try:
-        return await bus.js.object_store(name)
-    except (NotFoundError, BadRequestError):
-        with contextlib.suppress(BadRequestError):
-            await bus.js.create_object_store(name, ObjectStoreConfig(replicas=bus.settings.js_replicas))
-        return await bus.js.object_store(name)
+    return await bus.object_store(bus.names.uploads_bucket)
 
 
 class KbIn(BaseModel):

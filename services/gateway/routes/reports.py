@@ -80,7 +80,7 @@ async def export(
 ) -> StreamingResponse:
     out = await call_go_tool(bus, user.id, "report_export", {"report_id": report_id, "format": fmt}, 120)
     try:
-        store = await bus.js.object_store(out["bucket"])
+        store = await bus.object_store(out["bucket"])
         info = await store.get_info(out["object"])
     except NotFoundError as exc:
         raise ApiProblem(404, "Not Found", f"the {fmt} file of report {report_id} is gone") from exc

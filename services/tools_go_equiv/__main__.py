@@ -1,0 +1,3 @@
+from services.tools_go_equiv.main import main
+
+main()

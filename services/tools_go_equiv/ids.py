@@ -1,0 +1,16 @@
+"""Identifiers and timestamps for rows this service owns. Ids start with the creation time in
+milliseconds (hex), so ordering by id is ordering by age (used by cursors)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from datetime import UTC, datetime
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{int(time.time() * 1000):012x}{secrets.token_hex(4)}"
+
+
+def now() -> datetime:
+    return datetime.now(UTC)

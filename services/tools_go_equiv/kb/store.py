@@ -1,0 +1,305 @@
+"""Knowledge bases, documents and their indexed rows: synchronous functions over one
+connection, run in a worker thread inside a transaction by `Db.run`/`Db.read`.
+
+Deletes cascade explicitly (full-text rows, facts, embeddings, chunks, documents, jobs) in the
+caller's single transaction, after locking the rows being deleted, so a concurrent ingestion
+batch either finishes first or finds its document gone."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, delete, func, insert, select, text
+from sqlalchemy.exc import IntegrityError
+
+from services.tools_go_equiv.db.schema import chunks, documents, embeddings, facts, jobs, kbs
+from services.tools_go_equiv.db.sql import Sql
+from services.tools_go_equiv.ids import new_id, now
+from services.tools_go_equiv.kb.chunk import Chunk
+from services.tools_go_equiv.kb.facts import Fact
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,99}$")
+READY = "ready"
+
+
+class DocumentGone(Exception):
+    """The document was deleted while it was being ingested."""
+
+
+@dataclass(frozen=True)
+class Registered:
+    document_id: str
+    job_id: str
+    duplicate: bool
+    status: str
+
+
+def _sqlite(conn: Connection) -> bool:
+    return conn.dialect.name == "sqlite"
+
+
+def kb_public(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "name": row.name,
+        "description": row.description,
+        "embedder": row.embedder,
+        "revision": row.revision,
+        "created_at": row.created_at.isoformat() if row.created_at else None,
+    }
+
+
+# ---- knowledge bases
+
+
+def create_kb(conn: Connection, user_id: str, name: str, description: str, embedder: str, dim: int) -> Any:
+    ts = now()
+    kb_id = new_id("kb")
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                insert(kbs).values(
+                    id=kb_id,
+                    user_id=user_id,
+                    name=name,
+                    description=description,
+                    embedder=embedder,
+                    dim=dim,
+                    revision=0,
+                    created_at=ts,
+                    updated_at=ts,
+                )
+            )
+    except IntegrityError:
+        return None
+    return conn.execute(select(kbs).where(kbs.c.id == kb_id)).one()
+
+
+def get_kb(conn: Connection, kb_id: str) -> Any:
+    return conn.execute(select(kbs).where(kbs.c.id == kb_id)).first()
+
+
+def find_kb(conn: Connection, user_id: str, ref: str) -> Any:
+    """A KB by id or by name, among the user's own."""
+    return conn.execute(
+        select(kbs).where(kbs.c.user_id == user_id, (kbs.c.id == ref) | (kbs.c.name == ref)).order_by(kbs.c.id)
+    ).first()
+
+
+def list_kbs(conn: Connection, user_id: str) -> list[dict[str, Any]]:
+    counts = (
+        select(documents.c.kb_id, func.count().label("n"))
+        .where(documents.c.status == READY)
+        .group_by(documents.c.kb_id)
+        .subquery()
+    )
+    rows = conn.execute(
+        select(kbs, func.coalesce(counts.c.n, 0).label("documents"))
+        .outerjoin(counts, counts.c.kb_id == kbs.c.id)
+        .where(kbs.c.user_id == user_id)
+        .order_by(kbs.c.name)
+    ).all()
+    return [{**kb_public(r), "documents": r.documents} for r in rows]
+
+
+def bump_revision(conn: Connection, kb_id: str) -> int:
+    sql = Sql(conn)
+    return int(
+        sql.scalar(
+            "UPDATE kb_bases SET revision = revision + 1, updated_at = :ts WHERE id = :kb RETURNING revision",
+            {"ts": sql.ts(now()), "kb": kb_id},
+        )
+    )
+
+
+def _delete_chunk_rows(conn: Connection, column: str, value: str) -> int:
+    """Every indexed row of the chunks whose `column` (kb_id or document_id) equals `value`."""
+    chunk_ids = select(chunks.c.id).where(chunks.c[column] == value)
+    if _sqlite(conn):
+        conn.execute(
+            text(f"DELETE FROM kb_chunks_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE {column} = :v)"),
+            {"v": value},
+        )
+    conn.execute(delete(facts).where(facts.c[column] == value))
+    conn.execute(delete(embeddings).where(embeddings.c.chunk_id.in_(chunk_ids)))
+    return conn.execute(delete(chunks).where(chunks.c[column] == value)).rowcount
+
+
+def delete_kb(conn: Connection, kb_id: str) -> dict[str, int]:
+    # Lock the KB and its documents first: a concurrent ingestion batch waits or sees them gone.
+    conn.execute(select(kbs.c.id).where(kbs.c.id == kb_id).with_for_update())
+    docs = conn.execute(select(documents.c.id).where(documents.c.kb_id == kb_id).with_for_update()).all()
+    removed = _delete_chunk_rows(conn, "kb_id", kb_id)
+    conn.execute(delete(documents).where(documents.c.kb_id == kb_id))
+    conn.execute(delete(jobs).where(jobs.c.kb_id == kb_id))
+    conn.execute(delete(kbs).where(kbs.c.id == kb_id))
+    return {"documents": len(docs), "chunks": removed}
+
+
+# ---- documents
+
+
+def register_document(
+    conn: Connection, kb_id: str, user_id: str, title: str, filename: str | None, media_type: str | None,
+    content_hash: str, size: int,
+) -> Registered:  # fmt: skip
+    """A new document and its job, or the existing one when the same content is already in this KB
+    (a failed earlier attempt is replaced)."""
+    sql = Sql(conn)
+    existing = sql.one(
+        "SELECT id, status FROM kb_documents WHERE kb_id = :kb AND content_hash = :h", {"kb": kb_id, "h": content_hash}
+    )
+    if existing is not None and existing[1] != "failed":
+        job = sql.scalar(
+            "SELECT id FROM kb_ingest_jobs WHERE document_id = :d ORDER BY created_at DESC", {"d": existing[0]}
+        )
+        return Registered(existing[0], job or "", True, existing[1])
+    if existing is not None:
+        delete_document(conn, kb_id, existing[0])
+    ts = sql.ts(now())
+    doc_id, job_id = new_id("doc"), new_id("job")
+    sql.execute(
+        "INSERT INTO kb_documents (id, kb_id, user_id, title, filename, media_type, content_hash, size, status, "
+        "chunks, created_at, updated_at) VALUES (:id, :kb, :user, :title, :filename, :media_type, :hash, :size, "
+        "'queued', 0, :ts, :ts)",
+        {"id": doc_id, "kb": kb_id, "user": user_id, "title": title, "filename": filename,
+         "media_type": media_type, "hash": content_hash, "size": size, "ts": ts},
+    )  # fmt: skip
+    sql.execute(
+        "INSERT INTO kb_ingest_jobs (id, kb_id, document_id, user_id, status, stage, done, total, attempts, chunks, "
+        "created_at, updated_at) VALUES (:id, :kb, :doc, :user, 'queued', 'queued', 0, 0, 0, 0, :ts, :ts)",
+        {"id": job_id, "kb": kb_id, "doc": doc_id, "user": user_id, "ts": ts},
+    )
+    return Registered(doc_id, job_id, False, "queued")
+
+
+def forget_document(conn: Connection, doc_id: str, job_id: str) -> None:
+    """Undo `register_document` when the job could not be queued."""
+    conn.execute(delete(jobs).where(jobs.c.id == job_id))
+    conn.execute(delete(documents).where(documents.c.id == doc_id))
+
+
+def list_documents(conn: Connection, kb_id: str, limit: int, cursor: str | None) -> dict[str, Any]:
+    q = select(documents).where(documents.c.kb_id == kb_id).order_by(documents.c.id).limit(limit + 1)
+    if cursor:
+        q = q.where(documents.c.id > cursor)
+    rows = conn.execute(q).all()
+    items = [doc_public(r) for r in rows[:limit]]
+    return {"items": items, "next_cursor": rows[limit - 1].id if len(rows) > limit else None}
+
+
+def doc_public(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "kb": row.kb_id,
+        "title": row.title,
+        "filename": row.filename,
+        "media_type": row.media_type,
+        "size": row.size,
+        "status": row.status,
+        "chunks": row.chunks,
+        "error": row.error,
+        "content_hash": row.content_hash,
+        "created_at": row.created_at.isoformat() if row.created_at else None,
+    }
+
+
+def get_document(conn: Connection, kb_id: str, doc_id: str) -> Any:
+    return conn.execute(select(documents).where(documents.c.kb_id == kb_id, documents.c.id == doc_id)).first()
+
+
+def delete_document(conn: Connection, kb_id: str, doc_id: str) -> int:
+    conn.execute(select(documents.c.id).where(documents.c.id == doc_id).with_for_update())
+    removed = _delete_chunk_rows(conn, "document_id", doc_id)
+    conn.execute(delete(jobs).where(jobs.c.document_id == doc_id))
+    conn.execute(delete(documents).where(documents.c.id == doc_id, documents.c.kb_id == kb_id))
+    return removed
+
+
+# ---- indexing (the ingest worker)
+
+
+def existing_positions(conn: Connection, doc_id: str) -> set[int]:
+    rows = Sql(conn).execute("SELECT position FROM kb_chunks WHERE document_id = :d", {"d": doc_id}).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def lock_document(conn: Connection, doc_id: str, kb_id: str) -> str:
+    """Lock the document row for this transaction; returns its status, or raises DocumentGone.
+
+    On PostgreSQL the KB row is share-locked first: every writer takes the KB before its
+    documents (a KB delete locks the KB, then the documents), so they queue instead of
+    deadlocking. SQLite's single writer lock covers both."""
+    sql = Sql(conn)
+    if sql.pg:
+        sql.execute("SELECT id FROM kb_bases WHERE id = :kb FOR KEY SHARE", {"kb": kb_id})
+    status = sql.scalar(sql.for_update("SELECT status FROM kb_documents WHERE id = :d"), {"d": doc_id})
+    if status is None:
+        raise DocumentGone(doc_id)
+    return str(status)
+
+
+_INSERT_CHUNK = (
+    "INSERT INTO kb_chunks (kb_id, document_id, position, heading, text) VALUES (:kb, :doc, :pos, :heading, :text) "
+    "ON CONFLICT (document_id, position) DO NOTHING RETURNING id"
+)
+
+
+def insert_batch(
+    conn: Connection, kb_id: str, doc_id: str, batch: list[Chunk], vectors: np.ndarray, batch_facts: list[list[Fact]]
+) -> int:
+    """Insert chunks keyed by (document, position); rows already present (a redelivery, or a
+    worker whose lease expired still running) are skipped along with their vectors and facts."""
+    lock_document(conn, doc_id, kb_id)
+    sql = Sql(conn)
+    new: list[tuple[int, int]] = []  # (index in batch, chunk id)
+    for i, c in enumerate(batch):
+        row = sql.one(
+            _INSERT_CHUNK, {"kb": kb_id, "doc": doc_id, "pos": c.position, "heading": c.heading, "text": c.text}
+        )
+        if row is not None:
+            new.append((i, int(row[0])))
+    if not new:
+        return 0
+    sql.executemany(
+        "INSERT INTO kb_embeddings (chunk_id, kb_id, vector) VALUES (:id, :kb, :v)",
+        ({"id": cid, "kb": kb_id, "v": vectors[i].astype("<f4").tobytes()} for i, cid in new),
+    )
+    if not sql.pg:
+        sql.executemany(
+            "INSERT INTO kb_chunks_fts (rowid, heading, text) VALUES (:id, :heading, :text)",
+            ({"id": cid, "heading": batch[i].heading, "text": batch[i].text} for i, cid in new),
+        )
+    sql.executemany(
+        "INSERT INTO kb_facts (kb_id, document_id, chunk_id, subject, relation, object, subject_norm, object_norm) "
+        "VALUES (:kb, :doc, :chunk, :s, :r, :o, :sn, :on)",
+        (
+            {"kb": kb_id, "doc": doc_id, "chunk": cid, "s": f.subject[:500], "r": f.relation[:200],
+             "o": f.object[:500], "sn": f.subject_norm, "on": f.object_norm}
+            for i, cid in new
+            for f in batch_facts[i]
+        ),
+    )  # fmt: skip
+    return len(new)
+
+
+_DOC_COLUMNS = frozenset({"status", "chunks", "error", "title"})
+
+
+def set_document(conn: Connection, doc_id: str, **values: Any) -> None:
+    unknown = set(values) - _DOC_COLUMNS
+    if unknown:
+        raise ValueError(f"not document columns: {unknown}")
+    sql = Sql(conn)
+    assignments = ", ".join(f"{k} = :{k}" for k in sorted(values))
+    sql.execute(
+        f"UPDATE kb_documents SET {assignments}, updated_at = :updated_at WHERE id = :id",
+        {**values, "updated_at": sql.ts(now()), "id": doc_id},
+    )
+
+
+def count_chunks(conn: Connection, doc_id: str) -> int:
+    return int(Sql(conn).scalar("SELECT COUNT(*) FROM kb_chunks WHERE document_id = :d", {"d": doc_id}))

@@ -1,0 +1,1 @@
+"""Reports: Markdown sources rendered to .docx and .pdf, files kept in the object store."""

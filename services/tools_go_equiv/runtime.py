@@ -1,0 +1,53 @@
+"""What the tools of this service share while it runs: the bus, the database, embedders, the
+vector cache, Redis (optional) and a tool client. Set once by `main.run`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.tools_go_equiv.config import KbSettings
+from services.tools_go_equiv.db.engine import Db
+from services.tools_go_equiv.kb.embed import Embedders
+from services.tools_go_equiv.kb.search import Searcher
+from services.tools_go_equiv.kb.vectors import VectorCache
+from shared.bus import Bus
+from shared.bus.tools import ToolClient
+from shared.contract.ingest import KbChanged
+from shared.settings import Settings
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    kb: KbSettings
+    bus: Bus
+    db: Db
+    embedders: Embedders
+    vectors: VectorCache
+    searcher: Searcher
+    tools: ToolClient
+    redis: Redis | None = None
+    counters: dict[str, Any] = field(default_factory=dict)
+
+    async def kb_changed(self, kb_id: str, revision: int, reason: str) -> None:
+        """Tell every replica (this one included, through the same subscription)."""
+        self.vectors.invalidate(kb_id)
+        change = KbChanged(kb=kb_id, revision=revision, reason=reason)
+        await self.bus.publish(self.bus.subjects.kb_changed(kb_id), change)
+
+
+_current: Runtime | None = None
+
+
+def install(runtime: Runtime | None) -> None:
+    global _current
+    _current = runtime
+
+
+def get() -> Runtime:
+    if _current is None:
+        raise RuntimeError("tools_go_equiv runtime not started")
+    return _current

@@ -1,0 +1,216 @@
+"""Documents of a knowledge base: ingest (queue a job), job state, list, get, delete."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import logging
+import uuid
+from typing import Any
+
+from nats.js.errors import NotFoundError
+from pydantic import Field, model_validator
+from sqlalchemy.exc import IntegrityError
+
+from services.tools_go_equiv import objects, runtime
+from services.tools_go_equiv.ingest import jobs
+from services.tools_go_equiv.kb import store
+from services.tools_go_equiv.registry import registry
+from services.tools_go_equiv.tools.common import Page, UserArgs, user_of
+from services.tools_go_equiv.tools.kb import KB_REF, resolve_kb
+from shared.bus.events import EventPublisher
+from shared.bus.tools import ToolContext, ToolFailure
+from shared.contract.events import ProgressEvent
+from shared.contract.ingest import INLINE_UPLOAD_MAX, IngestJob
+
+log = logging.getLogger("agentix.tools_go.documents")
+SUPPORTED = (".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".docx", ".text")
+
+
+class KbIngestArgs(UserArgs):
+    kb: str = KB_REF
+    title: str | None = Field(default=None, max_length=500)
+    text: str | None = Field(default=None, description="the document as text (markdown or plain)")
+    content_b64: str | None = Field(default=None, description="a file's bytes, base64")
+    object_name: str | None = Field(default=None, max_length=512, description="an upload in the uploads store")
+    filename: str | None = Field(default=None, max_length=512)
+    media_type: str | None = Field(default=None, max_length=200)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KbIngestArgs:
+        if sum(x is not None for x in (self.text, self.content_b64, self.object_name)) != 1:
+            raise ValueError("give exactly one of text, content_b64 and object_name")
+        return self
+
+
+@registry.tool(
+    name="kb_ingest",
+    title="Add a document to a knowledge base",
+    description=(
+        "Queue a document (text, or a .txt .md .html .pdf .docx file) for ingestion into a knowledge "
+        "base. Returns the job id; identical content already in the KB is a no-op that says so."
+    ),
+    inject=("user_id",),
+)
+async def kb_ingest(args: KbIngestArgs, ctx: ToolContext) -> dict[str, Any]:
+    user = user_of(args, ctx)
+    kb = await resolve_kb(user, args.kb)
+    rt = runtime.get()
+    if args.filename and "." in args.filename and not args.filename.lower().endswith(SUPPORTED):
+        raise ToolFailure("unsupported_media_type", f"{args.filename!r}: supported are .txt .md .html .pdf .docx")
+    text, ref, media_type = args.text, args.object_name, args.media_type
+    if text is not None:
+        if not text.strip():
+            raise ToolFailure("bad_arguments", "text is empty")
+        data = text.encode("utf-8")
+        media_type = media_type or "text/markdown"
+        content_hash, size = hashlib.sha256(data).hexdigest(), len(data)
+        if size > INLINE_UPLOAD_MAX:  # keep job messages small: large text goes to the store
+            ref, text = f"uploads/{uuid.uuid4().hex}", None
+            await (await objects.uploads(rt.bus)).put(ref, data)
+    elif args.content_b64 is not None:
+        try:
+            data = base64.b64decode(args.content_b64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ToolFailure("bad_arguments", f"content_b64 is not valid base64: {exc}") from exc
+        content_hash, size = hashlib.sha256(data).hexdigest(), len(data)
+        ref = f"uploads/{uuid.uuid4().hex}"
+        await (await objects.uploads(rt.bus)).put(ref, data)
+    else:
+        try:
+            info = await (await objects.uploads(rt.bus)).get_info(args.object_name or "")
+        except NotFoundError as exc:
+            raise ToolFailure("not_found", f"upload {args.object_name!r} not found") from exc
+        content_hash, size = objects.digest_hex(info.digest), int(info.size or 0)
+    if size == 0 or size > rt.kb.max_document_bytes:
+        if ref:
+            await objects.delete_quietly(await objects.uploads(rt.bus), ref)
+        if size == 0:
+            raise ToolFailure("bad_arguments", "the document is empty")
+        raise ToolFailure("too_large", f"document is {size} bytes; the limit is {rt.kb.max_document_bytes}")
+
+    title = args.title or ""
+    register = (store.register_document, kb.id, user, title or (args.filename or ""), args.filename, media_type,
+                content_hash, size)  # fmt: skip
+    try:
+        reg = await rt.db.run(*register)
+    except IntegrityError:  # the same content registered concurrently: now it is a duplicate
+        reg = await rt.db.run(*register)
+    if reg.duplicate:
+        if ref:  # the upload made for this request is not needed
+            await objects.delete_quietly(await objects.uploads(rt.bus), ref)
+        return {
+            "job_id": reg.job_id,
+            "document_id": reg.document_id,
+            "status": reg.status,
+            "duplicate": True,
+            "message": f"identical content is already in this knowledge base as {reg.document_id}; nothing to do",
+        }
+    job = IngestJob(
+        job_id=reg.job_id,
+        kb=kb.id,
+        document_id=reg.document_id,
+        user_id=user,
+        title=title,
+        filename=args.filename,
+        media_type=media_type,
+        content_ref=ref if text is None else None,
+        text=text,
+        content_hash=content_hash,
+    )
+    try:
+        events = EventPublisher(rt.bus, job.job_id)
+        await events.emit(ProgressEvent(task_id=job.job_id, stage="queued", done=0, total=0))
+        ack = await rt.bus.js_publish(rt.bus.subjects.ingest_jobs, job, msg_id=job.msg_id)
+        await events.flush()
+        if ack.duplicate:
+            # Same content+KB queued moments ago for a job that since failed and was replaced:
+            # this is a new job, so it needs its own dedupe id.
+            await rt.bus.js_publish(rt.bus.subjects.ingest_jobs, job, msg_id=f"{job.msg_id}:{job.job_id}")
+    except Exception as exc:
+        await rt.db.run(store.forget_document, reg.document_id, reg.job_id)
+        if ref:
+            await objects.delete_quietly(await objects.uploads(rt.bus), ref)
+        raise ToolFailure("unavailable", f"could not queue the ingestion job: {type(exc).__name__}") from exc
+    return {"job_id": reg.job_id, "document_id": reg.document_id, "status": "queued", "duplicate": False}
+
+
+class JobArgs(UserArgs):
+    job_id: str = Field(min_length=1, max_length=100)
+
+
+@registry.tool(
+    name="kb_job_get",
+    title="Ingestion job state",
+    description="State of an ingestion job.",
+    agent=False,
+    inject=("user_id",),
+)
+async def kb_job_get(args: JobArgs, ctx: ToolContext) -> dict[str, Any]:
+    user = user_of(args, ctx)
+    row = await runtime.get().db.read(jobs.get_job, args.job_id)
+    if row is None or row.user_id != user:
+        raise ToolFailure("not_found", f"ingestion job {args.job_id!r} not found")
+    return jobs.job_state(row).model_dump(mode="json")
+
+
+class DocListArgs(UserArgs, Page):
+    kb: str = KB_REF
+
+
+@registry.tool(
+    name="doc_list",
+    title="List documents",
+    description="Documents of a knowledge base.",
+    agent=False,
+    inject=("user_id",),
+)
+async def doc_list(args: DocListArgs, ctx: ToolContext) -> dict[str, Any]:
+    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    return await runtime.get().db.read(store.list_documents, kb.id, args.limit, args.cursor)
+
+
+class DocArgs(UserArgs):
+    kb: str = KB_REF
+    doc_id: str = Field(min_length=1, max_length=100)
+
+
+@registry.tool(
+    name="doc_get",
+    title="A document",
+    description="One document's metadata and ingestion state.",
+    agent=False,
+    inject=("user_id",),
+)
+async def doc_get(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
+    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    row = await runtime.get().db.read(store.get_document, kb.id, args.doc_id)
+    if row is None:
+        raise ToolFailure("not_found", f"document {args.doc_id!r} not found in {args.kb!r}")
+    return store.doc_public(row)
+
+
+@registry.tool(
+    name="doc_delete",
+    title="Delete a document",
+    description="Delete a document with its chunks, vectors and facts.",
+    agent=False,
+    inject=("user_id",),
+)
+async def doc_delete(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
+    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    rt = runtime.get()
+
+    def delete(conn: Any) -> tuple[int, int] | None:
+        if store.get_document(conn, kb.id, args.doc_id) is None:
+            return None
+        removed = store.delete_document(conn, kb.id, args.doc_id)
+        return removed, store.bump_revision(conn, kb.id)
+
+    outcome = await rt.db.run(delete)
+    if outcome is None:
+        raise ToolFailure("not_found", f"document {args.doc_id!r} not found in {args.kb!r}")
+    removed, revision = outcome
+    await rt.kb_changed(kb.id, revision, f"document {args.doc_id} deleted")
+    return {"deleted": args.doc_id, "chunks": removed}

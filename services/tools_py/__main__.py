@@ -1,0 +1,3 @@
+from services.tools_py.main import main
+
+main()

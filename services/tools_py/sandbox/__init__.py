@@ -1,0 +1,5 @@
+"""The code sandbox: `runner.Sandbox` starts `launcher.py`, which isolates and runs the code."""
+
+from services.tools_py.sandbox.runner import Limits, RunResult, Sandbox, SandboxUnavailable
+
+__all__ = ["Limits", "RunResult", "Sandbox", "SandboxUnavailable"]

@@ -1,0 +1,214 @@
+"""The gateway's KB, memory and report routes over real HTTP, calling the tool services over
+NATS: uploads (JSON, multipart, large), progress over SSE, search, deletes, memory, and report
+downloads opened with python-docx / pypdf."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import docx
+import httpx
+import pypdf
+import pytest
+
+from services.gateway.embedded import EmbeddedGateway
+from shared.auth_tokens import mint_token
+from shared.settings import Settings
+from tests.integration.test_tools_support import InProcess, Tools, connected, corpus_doc
+
+
+@dataclass
+class Api:
+    alice: httpx.AsyncClient
+    bob: httpx.AsyncClient
+    tools: Tools
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[Api]:
+    cfg = settings.model_copy(update={"rate_limit_per_min": 100_000})
+    async with connected(cfg) as bus:
+        services = await InProcess(cfg).start()
+        gateway = await EmbeddedGateway(cfg).start()
+        tools = Tools(bus)
+        await tools.ready()
+
+        def client(user: str) -> httpx.AsyncClient:
+            headers = {"Authorization": f"Bearer {mint_token(cfg, user)}"}
+            return httpx.AsyncClient(base_url=f"{gateway.url}/api/v1", headers=headers, timeout=30)
+
+        async with client("alice") as alice, client("bob") as bob:
+            yield Api(alice, bob, tools)
+        await gateway.stop()
+        await services.stop()
+
+
+async def sse_events(client: httpx.AsyncClient, path: str) -> list[tuple[str, dict]]:
+    events: list[tuple[str, dict]] = []
+    async with client.stream("GET", path) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        kind = ""
+        async for line in response.aiter_lines():
+            if line.startswith("event:"):
+                kind = line.split(":", 1)[1].strip()
+            elif line.startswith("data:"):
+                events.append((kind, json.loads(line.split(":", 1)[1])))
+    return events
+
+
+def problem(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    return response.json()
+
+
+def a_docx() -> bytes:
+    d = docx.Document()
+    d.add_heading("Travel guide", level=1)
+    d.add_paragraph("Book trains for journeys under four hours; the Berlin office pays.")
+    out = io.BytesIO()
+    d.save(out)
+    return out.getvalue()
+
+
+async def test_kb_lifecycle_over_http(api: Api) -> None:
+    a = api.alice
+    made = await a.post("/kb", json={"name": "handbook", "description": "policies"})
+    assert made.status_code == 201 and made.json()["name"] == "handbook"
+    problem(await a.post("/kb", json={"name": "handbook"}), 409)
+    assert [k["name"] for k in (await a.get("/kb")).json()["items"]] == ["handbook"]
+
+    vacation = {"title": "Vacation", "text": corpus_doc("vacation-policy").read_text()}
+    queued = await a.post("/kb/handbook/documents", json=vacation)
+    assert queued.status_code == 202
+    job = queued.json()
+    assert job["job_id"].startswith("job_") and job["document_id"].startswith("doc_")
+    events = await sse_events(a, f"/kb/ingest/{job['job_id']}/stream")
+    kinds = [k for k, _ in events]
+    assert kinds[0] == "progress" and kinds[-1] == "done" and "status" in kinds
+    assert events[-1][1]["status"] == "done" and events[-1][1]["document_id"] == job["document_id"]
+    assert events[-1][1]["chunks"] >= 1
+    state = (await a.get(f"/kb/ingest/{job['job_id']}")).json()
+    assert state["status"] == "done" and state["chunks"] == events[-1][1]["chunks"]
+    # Replaying the stream of a finished job ends by itself.
+    assert [k for k, _ in await sse_events(a, f"/kb/ingest/{job['job_id']}/stream")] == kinds
+
+    upload = await a.post("/kb/handbook/documents", files={"file": ("travel.docx", a_docx())}, data={"title": "Travel"})
+    assert upload.status_code == 202
+    travel = upload.json()
+    assert (await api.tools.wait_job(travel["job_id"])).status == "done"
+    again = await a.post("/kb/handbook/documents", files={"file": ("copy.docx", a_docx())})
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert again.json()["document_id"] == travel["document_id"] and "nothing to do" in again.json()["detail"]
+
+    found = await a.post("/kb/handbook/search", json={"query": "trains for short journeys", "top_k": 3})
+    assert found.status_code == 200
+    top = found.json()["chunks"][0]
+    assert top["doc_id"] == travel["document_id"] and top["title"] == "Travel" and top["sources"]
+    only_text = await a.post("/kb/handbook/search", json={"query": "vacation days", "mode": "fulltext"})
+    assert set(only_text.json()["chunks"][0]["sources"]) == {"fulltext"}
+
+    docs = (await a.get("/kb/handbook/documents", params={"limit": 1})).json()
+    assert len(docs["items"]) == 1 and docs["next_cursor"]
+    rest = (await a.get("/kb/handbook/documents", params={"cursor": docs["next_cursor"]})).json()
+    assert {d["id"] for d in docs["items"] + rest["items"]} == {job["document_id"], travel["document_id"]}
+    one = (await a.get(f"/kb/handbook/documents/{travel['document_id']}")).json()
+    assert one["filename"] == "travel.docx" and one["status"] == "ready" and one["title"] == "Travel"
+
+    assert (await a.delete(f"/kb/handbook/documents/{travel['document_id']}")).status_code == 200
+    problem(await a.get(f"/kb/handbook/documents/{travel['document_id']}"), 404)
+    deleted = await a.delete("/kb/handbook")
+    assert deleted.status_code == 200 and deleted.json()["documents"] == 1
+    problem(await a.post("/kb/handbook/search", json={"query": "x"}), 404)
+
+
+async def test_kb_bad_input_and_ownership(api: Api) -> None:
+    a, b = api.alice, api.bob
+    await a.post("/kb", json={"name": "private"})
+    problem(await b.post("/kb/private/search", json={"query": "x"}), 404)
+    problem(await b.delete("/kb/private"), 404)
+    problem(await a.post("/kb/private/documents", files={"file": ("virus.exe", b"MZ")}), 415)
+    problem(await a.post("/kb/private/documents", content=b"hello", headers={"content-type": "text/plain"}), 415)
+    problem(await a.post("/kb/private/documents", json={"title": "no text"}), 422)
+    problem(await a.post("/kb/nope/documents", json={"title": "t", "text": "x"}), 404)
+    problem(await a.post("/kb/private/search", json={"query": "x", "mode": "psychic"}), 422)
+    problem(await a.get("/kb/ingest/job_unknown"), 404)
+    problem(await a.post("/kb", json={"name": "bad/name"}), 422)
+    assert (await httpx.AsyncClient(base_url=str(a.base_url)).get("/kb")).status_code == 401
+
+
+async def test_large_json_upload_goes_through_the_object_store(api: Api) -> None:
+    a = api.alice
+    await a.post("/kb", json={"name": "big"})
+    text = "\n\n".join(f"Paragraph {i} about the Orion order pipeline and queue {i % 13}." for i in range(6000))
+    assert len(text) > 300_000
+    queued = await a.post("/kb/big/documents", json={"title": "Big", "text": text})
+    assert queued.status_code == 202
+    done = await api.tools.wait_job(queued.json()["job_id"], timeout_s=90)
+    assert done.status == "done" and done.chunks > 100
+
+
+async def test_memory_routes(api: Api) -> None:
+    a, b = api.alice, api.bob
+    put = await a.put("/memory/favourite%20colour", json={"value": {"colour": "teal"}})
+    assert put.status_code == 200 and put.json()["value"] == {"colour": "teal"}
+    assert (await a.get("/memory/favourite%20colour")).json()["value"] == {"colour": "teal"}
+    await a.put("/memory/lang", json={"value": "pt"})
+    listed = (await a.get("/memory", params={"limit": 1})).json()
+    assert len(listed["items"]) == 1 and listed["next_cursor"]
+    assert (await b.get("/memory")).json()["items"] == []
+    problem(await b.get("/memory/lang"), 404)
+    assert (await a.delete("/memory/lang")).json() == {"deleted": "lang"}
+    problem(await a.get("/memory/lang"), 404)
+    problem(await a.delete("/memory/lang"), 404)
+    problem(await a.put("/memory/x", json={"nope": 1}), 422)
+
+
+async def test_report_round_trip_md_docx_pdf(api: Api) -> None:
+    a = api.alice
+    markdown = "# Findings\n\nThe **Orion** backlog fell by 40% — café ✓.\n\n- queue depth\n- retries\n"
+    stored = await api.tools("report_store", "alice", title="Weekly review", content=markdown)
+    listed = (await a.get("/reports")).json()["items"]
+    assert [r["id"] for r in listed] == [stored["id"]]
+    base = f"/reports/{stored['id']}/export"
+
+    md = await a.get(base, params={"format": "md"})
+    assert md.status_code == 200 and md.text == markdown
+    assert md.headers["content-type"].startswith("text/markdown")
+    assert 'filename="Weekly-review.md"' in md.headers["content-disposition"]
+
+    word = await a.get(base, params={"format": "docx"})
+    assert word.headers["content-type"] == "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    assert int(word.headers["content-length"]) == len(word.content)
+    paragraphs = [p.text for p in docx.Document(io.BytesIO(word.content)).paragraphs]
+    assert paragraphs[:2] == ["Weekly review", "Findings"] and "The Orion backlog fell by 40% — café ✓." in paragraphs
+
+    pdf = await a.get(base, params={"format": "pdf"})
+    assert pdf.headers["content-type"] == "application/pdf" and pdf.content.startswith(b"%PDF-")
+    text = "\n".join(p.extract_text() for p in pypdf.PdfReader(io.BytesIO(pdf.content)).pages)
+    assert "Weekly review" in text and "backlog fell by 40%" in text and "retries" in text
+
+    listed = (await a.get("/reports")).json()["items"]
+    assert listed[0]["formats"] == ["docx", "md", "pdf"]
+    problem(await api.bob.get(base, params={"format": "pdf"}), 404)
+    problem(await a.get(base, params={"format": "exe"}), 422)
+    problem(await a.get("/reports/rep_missing/export"), 404)
+
+
+async def test_large_report_streams_in_chunks(api: Api) -> None:
+    lines = "\n".join(f"- item {i}: " + "lorem ipsum " * 20 for i in range(3300))
+    content = f"# Huge\n\n{lines}\n"
+    stored = await api.tools("report_store", "alice", title="Huge", content=content)
+    received = bytearray()
+    async with api.alice.stream("GET", f"/reports/{stored['id']}/export", params={"format": "md"}) as response:
+        assert response.status_code == 200
+        async for part in response.aiter_raw():
+            received += part
+    assert int(response.headers["content-length"]) == len(received) > 800_000
+    assert bytes(received) == content.encode()
+    too_big = await api.tools.reply("report_store", "alice", title="Too big", content="x" * 950_000)
+    assert not too_big.ok and too_big.error.code == "too_large"
