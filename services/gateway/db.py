@@ -5,41 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from anyio import to_thread
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
-P = ParamSpec("P")
+from shared.db import make_engine, normalize_url
+
 T = TypeVar("T")
-
-
-def normalize_url(url: str) -> str:
-    """`postgresql://…` → the psycopg 3 driver; everything else unchanged."""
-    parsed = make_url(url)
-    if parsed.drivername in {"postgresql", "postgres", "postgresql+psycopg2"}:
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
-
-
-def make_engine(url: str) -> Engine:
-    url = normalize_url(url)
-    if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            # WAL lets the SSE/status readers run while the recorder writes.
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.close()
-
-        return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
 class Database:

@@ -97,7 +97,7 @@ def _upgrade_on(conn: Connection, url: str) -> None:
 
 
 def upgrade(settings: Settings) -> str:
-    from services.gateway.db import make_engine
+    from shared.db import make_engine
 
     engine = make_engine(settings.db_url("gateway"))
     try:
