@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
 from typing import Any
 
 from services.tools_py import tools
@@ -14,8 +12,8 @@ from shared.bus import Bus
 from shared.bus.heartbeat import Heartbeater, new_instance_id, serve_health
 from shared.bus.tools import serve_tools
 from shared.contract.heartbeat import Load
-from shared.settings import Settings, get_settings
-from shared.telemetry import setup_logging, setup_tracing, shutdown_tracing
+from shared.runtime import run_service
+from shared.settings import Settings
 
 SERVICE = "tools-py"
 log = logging.getLogger("agentix.tools_py")
@@ -57,19 +55,4 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
 
 
 def main() -> None:
-    settings = get_settings()
-    setup_logging(settings, SERVICE)
-    setup_tracing(settings, SERVICE)
-
-    async def _main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        await run(settings, stop)
-
-    try:
-        asyncio.run(_main())
-    finally:
-        shutdown_tracing()  # export the last spans before the process ends
+    run_service(SERVICE, run)
