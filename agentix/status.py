@@ -14,7 +14,7 @@ from agentix.run import resolve_token
 def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> str:
     if not rows:
         return f"{title}\n  (none)\n"
-    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    cells = [["" if row.get(c) is None else str(row.get(c)) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     line = "  " + "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))
     body = ["  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
@@ -22,21 +22,43 @@ def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 def render(status: dict[str, Any]) -> str:
-    out = [_table("Instances", status.get("instances", []),
-                  ["service", "instance", "version", "last_seen", "healthy"])]
-    infra = status.get("infrastructure") or status.get("infra") or {}
-    out.append(_table("Infrastructure", [{"probe": k, **(v if isinstance(v, dict) else {"ok": v})}
-                                         for k, v in infra.items()], ["probe", "ok", "detail"]))
-    out.append(_table("Tools", status.get("tools", []), ["service", "name", "requests", "errors", "avg_ms"]))
-    out.append(_table("Model breakers", status.get("breakers", []), ["model", "state", "failures", "last_error"]))
-    return "\n".join(out)
+    instances = [
+        {**i, "age_s": f"{i.get('age_s', 0):.1f}", "state": "ok" if i.get("healthy") else "STALE",
+         "inflight": (i.get("load") or {}).get("inflight")}
+        for i in status.get("instances", [])
+    ]
+    lost = [{**i, "state": "LOST"} for i in status.get("lost", [])]
+    infra = [{"probe": name, "ok": probe.get("ok"), "detail": ", ".join(
+        f"{k}={v}" for k, v in probe.items() if k != "ok")} for name, probe in status.get("infrastructure", {}).items()]
+    tools = [
+        {"service": service, "name": tool["name"], "requests": tool.get("requests"), "errors": tool.get("errors"),
+         "avg_ms": tool.get("avg_latency_ms")}
+        for service, group in status.get("tools", {}).items()
+        for tool in group.get("tools", [])
+        if tool["name"] != "list_tools"
+    ]
+    breakers = [
+        {"model": model, "state": b.get("state"), "replicas": len(b.get("instances", [])),
+         "last_error": next((i.get("last_error") for i in b.get("instances", []) if i.get("last_error")), None)}
+        for model, b in status.get("breakers", {}).items()
+    ]
+    return "\n".join([
+        _table("Instances", instances + lost, ["service", "instance", "version", "age_s", "inflight", "state"]),
+        _table("Infrastructure", infra, ["probe", "ok", "detail"]),
+        _table("Tools", tools, ["service", "name", "requests", "errors", "avg_ms"]),
+        _table("Model breakers", breakers, ["model", "state", "replicas", "last_error"]),
+    ])
 
 
 def show_status(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {resolve_token(args.token, args.data_dir)}"}
     with httpx.Client(base_url=args.url.rstrip("/"), timeout=10) as client:
         while True:
-            resp = client.get("/api/v1/admin/status", headers=headers)
+            try:
+                resp = client.get("/api/v1/admin/status", headers=headers)
+            except httpx.HTTPError as exc:
+                print(f"cannot reach {args.url}: {exc}")
+                return 2
             if resp.status_code != 200:
                 print(f"HTTP {resp.status_code}: {resp.text}")
                 return 1
