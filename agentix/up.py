@@ -34,22 +34,26 @@ def _pump(name: str, colour: str, stream, lock: threading.Lock) -> None:
 
 
 class Suite:
-    def __init__(self, data_dir: Path, env: dict[str, str]) -> None:
+    def __init__(self, data_dir: Path, env: dict[str, str], log_dir: Path | None = None) -> None:
+        """Children's output goes to the terminal with a prefix, or to `<log_dir>/<name>.log`."""
         self.data_dir = data_dir
         self.env = env
+        self.log_dir = log_dir
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._lock = threading.Lock()
 
     def spawn(self, name: str, module: str, args: list[str]) -> subprocess.Popen[bytes]:
+        out = open(self.log_dir / f"{name}.log", "ab") if self.log_dir else subprocess.PIPE
         proc = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             env=self.env,
-            stdout=subprocess.PIPE,
+            stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches only us; we stop children in order
         )
-        colour = COLOURS[len(self.children) % len(COLOURS)]
-        threading.Thread(target=_pump, args=(name, colour, proc.stdout, self._lock), daemon=True).start()
+        if proc.stdout is not None:
+            colour = COLOURS[len(self.children) % len(COLOURS)]
+            threading.Thread(target=_pump, args=(name, colour, proc.stdout, self._lock), daemon=True).start()
         self.children.append((name, proc))
         return proc
 

@@ -41,6 +41,15 @@ class RunningSuite:
         return {"Authorization": f"Bearer {self.token(user, admin)}"}
 
 
+def tail_logs(log_dir: Path, lines: int = 30) -> str:
+    """The end of every service's log, for a failure message."""
+    parts = []
+    for path in sorted(log_dir.glob("*.log")):
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {path.name}\n" + "\n".join(tail))
+    return "\n".join(parts)
+
+
 def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningSuite:
     nats = NatsServer(data_dir / "nats").start()
     port = free_port()
@@ -53,7 +62,9 @@ def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> Runn
         "PYTHONUNBUFFERED": "1",
         **(extra_env or {}),
     }
-    suite = Suite(data_dir, env)
+    logs = data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    suite = Suite(data_dir, env, log_dir=logs)
     import subprocess
     import sys
 
@@ -66,7 +77,7 @@ def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> Runn
         if (why := suite.dead()) is not None:
             suite.stop()
             nats.cleanup()
-            raise RuntimeError(why)
+            raise RuntimeError(f"{why}\n{tail_logs(logs)}")
         try:
             if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
                 break
@@ -76,7 +87,7 @@ def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> Runn
     else:
         suite.stop()
         nats.cleanup()
-        raise RuntimeError("suite not ready in time")
+        raise RuntimeError(f"suite not ready in time\n{tail_logs(logs)}")
     settings = Settings(data_dir=data_dir, nats_servers=[nats.url], subject_prefix=env["AGENTIX_SUBJECT_PREFIX"])
     return RunningSuite(url, settings, suite, nats, env)
 
