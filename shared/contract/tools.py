@@ -36,6 +36,10 @@ class ToolMeta(Contract):
     node_id: str | None = None
     user_id: str | None = None
     session_id: str | None = None
+    # Set only by the gateway, from its verified principal: `user_id` may see and act on every
+    # user's KBs, documents, memories and reports. Tools never read it from their arguments, and
+    # the dispatcher never sets it (an agent's tool calls are the task owner's, admin or not).
+    admin: bool = False
 
 
 class ToolRequest(Contract):

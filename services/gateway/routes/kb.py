@@ -1,6 +1,7 @@
 """Knowledge-base routes. Thin: every read and write is a tool call to tools_go_equiv over NATS
 (the gateway never touches those tables); uploads are streamed into the uploads object store
-and the tool queues the ingestion job."""
+and the tool queues the ingestion job. The tools apply the ownership rule: the principal's
+admin flag travels in the call's metadata, so an admin reaches every user's KBs."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.datastructures import UploadFile
 
-from services.gateway.deps import BusDep, CurrentUser
+from services.gateway.deps import BusDep, CurrentUser, Principal
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
 from services.gateway.sse import event_stream, resume_point
@@ -30,6 +31,7 @@ router = APIRouter(prefix="/kb", tags=["knowledge base"])
 # Tool error code → HTTP status. Anything unknown is the tool service's fault: 502, never 500.
 STATUS_OF = {
     "not_found": 404,
+    "forbidden": 403,
     "conflict": 409,
     "bad_arguments": 422,
     "bad_document": 422,
@@ -43,18 +45,31 @@ STATUS_OF = {
 _clients: weakref.WeakKeyDictionary[Bus, ToolClient] = weakref.WeakKeyDictionary()
 
 
-async def call_go_tool(bus: Bus, user_id: str, tool: str, args: dict[str, Any], timeout_s: float = 30.0) -> Any:
-    """Call a tools_go_equiv tool as `user_id`; a tool error becomes problem+json."""
+async def call_go_tool(
+    bus: Bus,
+    user: Principal,
+    tool: str,
+    args: dict[str, Any],
+    timeout_s: float = 30.0,
+    *,
+    for_user: str | None = None,
+) -> Any:
+    """Call a tools_go_equiv tool as the verified principal (its admin flag included); a tool
+    error becomes problem+json. `for_user` makes an admin act on that user's own data (memory);
+    it is ignored for anyone else."""
     client = _clients.get(bus)
     if client is None:
         client = _clients[bus] = ToolClient(bus, services=("go",))
-    reply = await client.call(tool, {**args, "user_id": user_id}, ToolMeta(user_id=user_id), timeout_s=timeout_s)
+    subject = for_user if for_user and user.is_admin else user.id
+    meta = ToolMeta(user_id=user.id, admin=user.is_admin)
+    reply = await client.call(tool, {**args, "user_id": subject}, meta, timeout_s=timeout_s)
     if reply.ok:
         return reply.result
     code = reply.error.code if reply.error else "error"
     message = reply.error.message if reply.error else "the tool failed"
     status = STATUS_OF.get(code, 502)
     title = {
+        403: "Forbidden",
         404: "Not Found",
         409: "Conflict",
         413: "Content Too Large",
@@ -88,26 +103,26 @@ class SearchIn(BaseModel):
 
 @router.post("", status_code=201)
 async def create_kb(body: KbIn, request: Request, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
-    out = await call_go_tool(bus, user.id, "kb_create", body.model_dump())
+    out = await call_go_tool(bus, user, "kb_create", body.model_dump())
     request.state.audit_target = f"kb={out['id']}"
     return out
 
 
 @router.get("")
 async def list_kbs(user: CurrentUser, bus: BusDep) -> dict[str, Any]:
-    out = await call_go_tool(bus, user.id, "kb_list", {})
+    out = await call_go_tool(bus, user, "kb_list", {})
     return {"items": out["items"], "next_cursor": None}
 
 
 @router.delete("/{kb}")
 async def delete_kb(kb: str, request: Request, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
     request.state.audit_target = f"kb={kb}"
-    return await call_go_tool(bus, user.id, "kb_delete", {"kb": kb}, timeout_s=120)
+    return await call_go_tool(bus, user, "kb_delete", {"kb": kb}, timeout_s=120)
 
 
 @router.get("/ingest/{job_id}")
 async def job_state(job_id: str, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
-    return await call_go_tool(bus, user.id, "kb_job_get", {"job_id": job_id})
+    return await call_go_tool(bus, user, "kb_job_get", {"job_id": job_id})
 
 
 @router.get(
@@ -123,7 +138,7 @@ async def job_stream(
     after: Annotated[str | None, Query(max_length=32)] = None,
 ) -> EventSourceResponse:
     start = resume_point(last_event_id, after)
-    state = await call_go_tool(bus, user.id, "kb_job_get", {"job_id": job_id})
+    state = await call_go_tool(bus, user, "kb_job_get", {"job_id": job_id})
     return event_stream(bus, job_id, start, None, state["status"] in TERMINAL_JOB)
 
 
@@ -193,7 +208,7 @@ async def add_document(kb: str, request: Request, user: CurrentUser, bus: BusDep
             415, "Unsupported Media Type", "Send multipart/form-data (field `file`) or JSON {title, text}."
         )
     try:
-        out = await call_go_tool(bus, user.id, "kb_ingest", {"kb": kb, **args}, timeout_s=60)
+        out = await call_go_tool(bus, user, "kb_ingest", {"kb": kb, **args}, timeout_s=60)
     except ApiProblem:
         if args.get("object_name"):  # the tool did not take the upload over
             with contextlib.suppress(Exception):
@@ -212,23 +227,23 @@ async def list_documents(
     kb: str, user: CurrentUser, bus: BusDep, limit: Limit = 50, cursor: Cursor = None
 ) -> dict[str, Any]:
     raw = decode_cursor(cursor) if cursor else None
-    out = await call_go_tool(bus, user.id, "doc_list", {"kb": kb, "limit": limit, "cursor": raw})
+    out = await call_go_tool(bus, user, "doc_list", {"kb": kb, "limit": limit, "cursor": raw})
     nxt = out.get("next_cursor")
     return {"items": out["items"], "next_cursor": encode_cursor(nxt) if nxt else None}
 
 
 @router.get("/{kb}/documents/{doc_id}")
 async def get_document(kb: str, doc_id: str, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
-    return await call_go_tool(bus, user.id, "doc_get", {"kb": kb, "doc_id": doc_id})
+    return await call_go_tool(bus, user, "doc_get", {"kb": kb, "doc_id": doc_id})
 
 
 @router.delete("/{kb}/documents/{doc_id}")
 async def delete_document(kb: str, doc_id: str, request: Request, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
     request.state.audit_target = f"document={doc_id}"
-    return await call_go_tool(bus, user.id, "doc_delete", {"kb": kb, "doc_id": doc_id}, timeout_s=120)
+    return await call_go_tool(bus, user, "doc_delete", {"kb": kb, "doc_id": doc_id}, timeout_s=120)
 
 
 @router.post("/{kb}/search")
 async def search(kb: str, body: SearchIn, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
-    out = await call_go_tool(bus, user.id, "kb_search", {"kb": kb, **body.model_dump()})
+    out = await call_go_tool(bus, user, "kb_search", {"kb": kb, **body.model_dump()})
     return {"kb": out["kb"], "mode": out["mode"], "chunks": out["chunks"]}

@@ -1,5 +1,6 @@
 """Reports: list, and export as md/docx/pdf streamed from the object store chunk by chunk (a
-bounded pull consumer: memory stays flat whatever the file size or the client's speed)."""
+bounded pull consumer: memory stays flat whatever the file size or the client's speed). Admins
+list and export every user's reports (the tools apply the rule; items carry `user_id`)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ FETCH_CHUNKS = 8  # object store chunks are 128 KiB: at most ~1 MiB in flight pe
 @router.get("")
 async def list_reports(user: CurrentUser, bus: BusDep, limit: Limit = 50, cursor: Cursor = None) -> dict[str, Any]:
     raw = decode_cursor(cursor) if cursor else None
-    out = await call_go_tool(bus, user.id, "report_list", {"limit": limit, "cursor": raw})
+    out = await call_go_tool(bus, user, "report_list", {"limit": limit, "cursor": raw})
     nxt = out.get("next_cursor")
     return {"items": out["items"], "next_cursor": encode_cursor(nxt) if nxt else None}
 
@@ -78,7 +79,7 @@ async def export(
     bus: BusDep,
     fmt: Annotated[Literal["md", "docx", "pdf"], Query(alias="format")] = "md",
 ) -> StreamingResponse:
-    out = await call_go_tool(bus, user.id, "report_export", {"report_id": report_id, "format": fmt}, 120)
+    out = await call_go_tool(bus, user, "report_export", {"report_id": report_id, "format": fmt}, 120)
     try:
         store = await bus.object_store(out["bucket"])
         info = await store.get_info(out["object"])

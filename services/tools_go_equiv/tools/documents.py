@@ -11,13 +11,14 @@ from typing import Any
 
 from nats.js.errors import NotFoundError
 from pydantic import Field, model_validator
+from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from services.tools_go_equiv import objects, runtime
 from services.tools_go_equiv.ingest import jobs
 from services.tools_go_equiv.kb import store
 from services.tools_go_equiv.registry import registry
-from services.tools_go_equiv.tools.common import Page, UserArgs, user_of
+from services.tools_go_equiv.tools.common import Caller, Page, UserArgs, caller_of
 from services.tools_go_equiv.tools.kb import KB_REF, resolve_kb
 from shared.bus.events import EventPublisher
 from shared.bus.tools import ToolContext, ToolFailure
@@ -54,8 +55,9 @@ class KbIngestArgs(UserArgs):
     inject=("user_id",),
 )
 async def kb_ingest(args: KbIngestArgs, ctx: ToolContext) -> dict[str, Any]:
-    user = user_of(args, ctx)
-    kb = await resolve_kb(user, args.kb)
+    caller = caller_of(args, ctx)
+    user = caller.user  # the uploader owns the document and its job, also in another user's KB
+    kb = await resolve_kb(caller, args.kb)
     rt = runtime.get()
     if args.filename and "." in args.filename and not args.filename.lower().endswith(SUPPORTED):
         raise ToolFailure("unsupported_media_type", f"{args.filename!r}: supported are .txt .md .html .pdf .docx")
@@ -140,6 +142,15 @@ class JobArgs(UserArgs):
     job_id: str = Field(min_length=1, max_length=100)
 
 
+def visible_job(conn: Connection, caller: Caller, job_id: str) -> Any:
+    """The job if the caller started it, owns its KB, or is an admin."""
+    row = jobs.get_job(conn, job_id)
+    if row is None or caller.may_act_on(row.user_id):
+        return row
+    kb = store.get_kb(conn, row.kb_id)
+    return row if kb is not None and kb.user_id == caller.user else None
+
+
 @registry.tool(
     name="kb_job_get",
     title="Ingestion job state",
@@ -148,9 +159,8 @@ class JobArgs(UserArgs):
     inject=("user_id",),
 )
 async def kb_job_get(args: JobArgs, ctx: ToolContext) -> dict[str, Any]:
-    user = user_of(args, ctx)
-    row = await runtime.get().db.read(jobs.get_job, args.job_id)
-    if row is None or row.user_id != user:
+    row = await runtime.get().db.read(visible_job, caller_of(args, ctx), args.job_id)
+    if row is None:
         raise ToolFailure("not_found", f"ingestion job {args.job_id!r} not found")
     return jobs.job_state(row).model_dump(mode="json")
 
@@ -167,7 +177,7 @@ class DocListArgs(UserArgs, Page):
     inject=("user_id",),
 )
 async def doc_list(args: DocListArgs, ctx: ToolContext) -> dict[str, Any]:
-    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    kb = await resolve_kb(caller_of(args, ctx), args.kb)
     return await runtime.get().db.read(store.list_documents, kb.id, args.limit, args.cursor)
 
 
@@ -184,7 +194,7 @@ class DocArgs(UserArgs):
     inject=("user_id",),
 )
 async def doc_get(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
-    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    kb = await resolve_kb(caller_of(args, ctx), args.kb)
     row = await runtime.get().db.read(store.get_document, kb.id, args.doc_id)
     if row is None:
         raise ToolFailure("not_found", f"document {args.doc_id!r} not found in {args.kb!r}")
@@ -199,7 +209,7 @@ async def doc_get(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
     inject=("user_id",),
 )
 async def doc_delete(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
-    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    kb = await resolve_kb(caller_of(args, ctx), args.kb)
     rt = runtime.get()
 
     def delete(conn: Any) -> tuple[int, int] | None:

@@ -15,17 +15,31 @@ from services.tools_go_equiv.kb import store
 from services.tools_go_equiv.kb.embed import EmbedderUnavailable, LocalEmbedder
 from services.tools_go_equiv.kb.facts import normalize
 from services.tools_go_equiv.registry import registry
-from services.tools_go_equiv.tools.common import UserArgs, user_of
+from services.tools_go_equiv.tools.common import Caller, UserArgs, caller_of, user_of
 from shared.bus.tools import ToolContext, ToolFailure
 
 KB_REF = Field(min_length=1, max_length=200, description="knowledge base name or id")
 
 
-async def resolve_kb(user: str, ref: str) -> Any:
-    kb = await runtime.get().db.read(store.find_kb, user, ref)
+def find_kb_for(conn: Connection, caller: Caller, ref: str) -> Any:
+    """The caller's own KB by id or name; for an admin, else any user's KB by id (names are only
+    unique per user, so another user's KB is never picked by name)."""
+    own = store.find_kb(conn, caller.user, ref)
+    if own is not None or not caller.admin:
+        return own
+    return store.get_kb(conn, ref)
+
+
+async def resolve_kb(caller: Caller, ref: str) -> Any:
+    kb = await runtime.get().db.read(find_kb_for, caller, ref)
     if kb is None:
         raise ToolFailure("not_found", f"knowledge base {ref!r} not found")
     return kb
+
+
+def kb_item(row: Any) -> dict[str, Any]:
+    """A KB as tools answer it: the public fields plus its owner."""
+    return {**store.kb_public(row), "user_id": row.user_id}
 
 
 class KbCreateArgs(UserArgs):
@@ -52,14 +66,35 @@ async def kb_create(args: KbCreateArgs, ctx: ToolContext) -> dict[str, Any]:
     row = await rt.db.run(store.create_kb, user, args.name, args.description, embedder.name, dim)
     if row is None:
         raise ToolFailure("conflict", f"a knowledge base named {args.name!r} already exists")
-    return store.kb_public(row)
+    return kb_item(row)
+
+
+def list_kbs(conn: Connection, owner: str | None) -> list[dict[str, Any]]:
+    """KBs with their ready-document counts: one owner's, or everyone's (owner None)."""
+    counts = (
+        select(documents.c.kb_id, func.count().label("n"))
+        .where(documents.c.status == store.READY)
+        .group_by(documents.c.kb_id)
+        .subquery()
+    )
+    q = (
+        select(kbs, func.coalesce(counts.c.n, 0).label("documents"))
+        .outerjoin(counts, counts.c.kb_id == kbs.c.id)
+        .order_by(kbs.c.name, kbs.c.user_id)
+    )
+    if owner is not None:
+        q = q.where(kbs.c.user_id == owner)
+    return [{**kb_item(r), "documents": r.documents} for r in conn.execute(q).all()]
 
 
 @registry.tool(
-    name="kb_list", title="List knowledge bases", description="The caller's knowledge bases.", inject=("user_id",)
+    name="kb_list",
+    title="List knowledge bases",
+    description="The caller's knowledge bases.",
+    inject=("user_id",),
 )
 async def kb_list(args: UserArgs, ctx: ToolContext) -> dict[str, Any]:
-    return {"items": await runtime.get().db.read(store.list_kbs, user_of(args, ctx))}
+    return {"items": await runtime.get().db.read(list_kbs, caller_of(args, ctx).scope)}
 
 
 class KbRefArgs(UserArgs):
@@ -74,11 +109,11 @@ class KbRefArgs(UserArgs):
     inject=("user_id",),
 )
 async def kb_delete(args: KbRefArgs, ctx: ToolContext) -> dict[str, Any]:
-    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    kb = await resolve_kb(caller_of(args, ctx), args.kb)
     rt = runtime.get()
     removed = await rt.db.run(store.delete_kb, kb.id)
     await rt.kb_changed(kb.id, kb.revision + 1, "deleted")
-    return {"deleted": kb.id, "name": kb.name, **removed}
+    return {"deleted": kb.id, "name": kb.name, "user_id": kb.user_id, **removed}
 
 
 class KbSearchArgs(UserArgs):
@@ -99,7 +134,7 @@ class KbSearchArgs(UserArgs):
     inject=("user_id",),
 )
 async def kb_search(args: KbSearchArgs, ctx: ToolContext) -> dict[str, Any]:
-    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    kb = await resolve_kb(caller_of(args, ctx), args.kb)
     rt = runtime.get()
     try:
         embedder = rt.embedders.for_name(kb.embedder)
@@ -174,7 +209,7 @@ def graph_around(conn: Connection, kb_id: str, entity: str, depth: int, limit: i
     inject=("user_id",),
 )
 async def kb_graph(args: KbGraphArgs, ctx: ToolContext) -> dict[str, Any]:
-    kb = await resolve_kb(user_of(args, ctx), args.kb)
+    kb = await resolve_kb(caller_of(args, ctx), args.kb)
     entity = normalize(args.entity)
     if not entity:
         raise ToolFailure("bad_arguments", "entity has no letters or digits")
@@ -188,14 +223,16 @@ class WikiSearchArgs(UserArgs):
     limit: int = Field(default=10, ge=1, le=50)
 
 
-def title_search(conn: Connection, user: str, kb_id: str | None, terms: list[str], limit: int) -> list[Any]:
+def title_search(conn: Connection, owner: str | None, kb_id: str | None, terms: list[str], limit: int) -> list[Any]:
     q = (
         select(documents.c.id, documents.c.title, documents.c.kb_id, kbs.c.name.label("kb_name"))
         .join(kbs, kbs.c.id == documents.c.kb_id)
-        .where(kbs.c.user_id == user, documents.c.status == "ready")
+        .where(documents.c.status == "ready")
         .where(or_(*[func.lower(documents.c.title).like(f"%{t}%") for t in terms]))
         .limit(500)
     )
+    if owner is not None:
+        q = q.where(kbs.c.user_id == owner)
     if kb_id:
         q = q.where(documents.c.kb_id == kb_id)
     rows = conn.execute(q).all()
@@ -212,13 +249,13 @@ def title_search(conn: Connection, user: str, kb_id: str | None, terms: list[str
     inject=("user_id",),
 )
 async def wiki_search(args: WikiSearchArgs, ctx: ToolContext) -> dict[str, Any]:
-    user = user_of(args, ctx)
-    kb_id = (await resolve_kb(user, args.kb)).id if args.kb else None
+    caller = caller_of(args, ctx)
+    kb_id = (await resolve_kb(caller, args.kb)).id if args.kb else None
     terms = [t for t in re.findall(r"\w+", args.query.lower()) if len(t) > 1][:10]
     if not terms:
         return {"pages": []}
     rt = runtime.get()
-    rows = await rt.db.read(title_search, user, kb_id, terms, args.limit)
+    rows = await rt.db.read(title_search, caller.scope, kb_id, terms, args.limit)
     base = rt.kb.api_base.rstrip("/")
     return {
         "pages": [

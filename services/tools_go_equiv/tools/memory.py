@@ -1,5 +1,6 @@
 """Long-term memory: per-user key → JSON value entries. Delete is soft (the row stays, marked
-deleted, and a later upsert revives it)."""
+deleted, and a later upsert revives it). Every call acts on one user's memory: the injected
+`user_id` (the gateway names another user there only for an admin, see `user_of`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ class ListArgs(UserArgs, Page):
 def _public(row: Any) -> dict[str, Any]:
     return {
         "key": row.key,
+        "user_id": row.user_id,
         "value": json.loads(row.value),
         "created_at": row.created_at.isoformat() if row.created_at else None,
         "updated_at": row.updated_at.isoformat() if row.updated_at else None,

@@ -16,7 +16,7 @@ from services.tools_go_equiv.db.schema import reports
 from services.tools_go_equiv.ids import new_id, now
 from services.tools_go_equiv.registry import registry
 from services.tools_go_equiv.reports.render import MEDIA_TYPES, render
-from services.tools_go_equiv.tools.common import Page, UserArgs, user_of
+from services.tools_go_equiv.tools.common import Caller, Page, UserArgs, caller_of, user_of
 from shared.bus.tools import ToolContext, ToolFailure
 
 Format = Literal["md", "docx", "pdf"]
@@ -38,6 +38,7 @@ def _public(row: Any) -> dict[str, Any]:
     base = runtime.get().kb.api_base.rstrip("/")
     return {
         "id": row.id,
+        "user_id": row.user_id,
         "title": row.title,
         "task_id": row.task_id,
         "formats": sorted(files),
@@ -46,8 +47,12 @@ def _public(row: Any) -> dict[str, Any]:
     }
 
 
-def _get(conn: Connection, user: str, report_id: str) -> Any:
-    return conn.execute(select(reports).where(reports.c.id == report_id, reports.c.user_id == user)).first()
+def _get(conn: Connection, owner: str | None, report_id: str) -> Any:
+    """The report, if `owner` owns it (owner None: whoever does)."""
+    q = select(reports).where(reports.c.id == report_id)
+    if owner is not None:
+        q = q.where(reports.c.user_id == owner)
+    return conn.execute(q).first()
 
 
 def _add_file(conn: Connection, report_id: str, fmt: str, name: str, size: int) -> None:
@@ -103,10 +108,10 @@ class RenderArgs(UserArgs):
     format: Format = "pdf"
 
 
-async def _ensure(user: str, report_id: str, fmt: str) -> tuple[Any, dict[str, Any]]:
+async def _ensure(caller: Caller, report_id: str, fmt: str) -> tuple[Any, dict[str, Any]]:
     """The report row and the stored file of `fmt`, rendering it from the Markdown if needed."""
     rt = runtime.get()
-    row = await rt.db.read(_get, user, report_id)
+    row = await rt.db.read(_get, caller.scope, report_id)
     if row is None:
         raise ToolFailure("not_found", f"report {report_id!r} not found")
     files = json.loads(row.files)
@@ -128,7 +133,7 @@ async def _ensure(user: str, report_id: str, fmt: str) -> tuple[Any, dict[str, A
     inject=("user_id",),
 )
 async def report_render(args: RenderArgs, ctx: ToolContext) -> dict[str, Any]:
-    _, file = await _ensure(user_of(args, ctx), args.report_id, args.format)
+    _, file = await _ensure(caller_of(args, ctx), args.report_id, args.format)
     return {"report_id": args.report_id, "format": args.format, "size": file["size"]}
 
 
@@ -139,7 +144,7 @@ async def report_render(args: RenderArgs, ctx: ToolContext) -> dict[str, Any]:
     inject=("user_id",),
 )
 async def report_export(args: RenderArgs, ctx: ToolContext) -> dict[str, Any]:
-    row, file = await _ensure(user_of(args, ctx), args.report_id, args.format)
+    row, file = await _ensure(caller_of(args, ctx), args.report_id, args.format)
     rt = runtime.get()
     return {
         "report_id": row.id,
@@ -157,8 +162,10 @@ class ReportListArgs(UserArgs, Page):
     pass
 
 
-def _list(conn: Connection, user: str, limit: int, cursor: str | None) -> tuple[list[Any], str | None]:
-    q = select(reports).where(reports.c.user_id == user).order_by(reports.c.id.desc()).limit(limit + 1)
+def _list(conn: Connection, owner: str | None, limit: int, cursor: str | None) -> tuple[list[Any], str | None]:
+    q = select(reports).order_by(reports.c.id.desc()).limit(limit + 1)
+    if owner is not None:
+        q = q.where(reports.c.user_id == owner)
     if cursor:
         q = q.where(reports.c.id < cursor)
     rows = conn.execute(q).all()
@@ -173,5 +180,5 @@ def _list(conn: Connection, user: str, limit: int, cursor: str | None) -> tuple[
     inject=("user_id",),
 )
 async def report_list(args: ReportListArgs, ctx: ToolContext) -> dict[str, Any]:
-    rows, cursor = await runtime.get().db.read(_list, user_of(args, ctx), args.limit, args.cursor)
+    rows, cursor = await runtime.get().db.read(_list, caller_of(args, ctx).scope, args.limit, args.cursor)
     return {"items": [_public(r) for r in rows], "next_cursor": cursor}
