@@ -25,6 +25,11 @@ class KbSettings(BaseSettings):
     max_document_bytes: int = 50 * 1024 * 1024
     # Search.
     rrf_k: int = 60
+    # Optional reranking of hybrid candidates (a `/rerank` endpoint; see kb/rerank.py).
+    rerank_model: str | None = None
+    rerank_base_url: str | None = None
+    rerank_api_key: str | None = None
+    rerank_depth: int = Field(default=30, ge=1, le=200, description="fused candidates sent to the reranker")
     vector_cache_rows: int = Field(default=2_000_000, ge=1_000, description="vectors kept in memory per replica")
     max_top_k: int = 50
     # History (Redis lists or the DB fallback).

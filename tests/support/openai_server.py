@@ -1,7 +1,7 @@
 """A scripted HTTP server speaking the OpenAI protocol, for tests and benchmarks.
 
 Real HTTP/1.1 on 127.0.0.1 (keep-alive, chunked SSE), so the real `openai` client talks to it.
-Endpoints: `POST /v1/chat/completions` (streamed and not), `POST /v1/embeddings`,
+Endpoints: `POST /v1/chat/completions` (streamed and not), `POST /v1/embeddings`, `POST /v1/rerank`,
 `GET /v1/models`, and control endpoints for other processes: `POST /_script`,
 `GET /_requests`, `POST /_reset`, `GET /_health`.
 
@@ -429,6 +429,8 @@ class OpenAIServer:
             return await self._chat(body, writer)
         if path == "/v1/embeddings" and method == "POST":
             return await self._embeddings(body, writer)
+        if path in ("/v1/rerank", "/rerank") and method == "POST":
+            return await self._rerank(body, writer)
         await self._send_json(writer, 404, _err_body(f"no route {method} {path}", code="unknown_url"))
         return True
 
@@ -579,6 +581,25 @@ class OpenAIServer:
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
+        return True
+
+
+    # ---- rerank (the vLLM / Jina / TEI shape)
+
+    async def _rerank(self, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
+        step = self._next_step("rerank", str(body.get("model") or ""))
+        if step and step.get("kind") == "error":
+            await self._send_error(writer, step)
+            return True
+        query, docs = body.get("query"), body.get("documents")
+        if not isinstance(query, str) or not isinstance(docs, list):
+            await self._send_json(writer, 400, _err_body("'query' (string) and 'documents' (list) are required"))
+            return True
+        words = set(re.findall(r"\w+", query.lower()))
+        scores = [len(words & set(re.findall(r"\w+", str(d).lower()))) / (len(words) or 1) for d in docs]
+        order = sorted(range(len(docs)), key=lambda i: -scores[i])[: int(body.get("top_n") or len(docs))]
+        results = [{"index": i, "relevance_score": round(scores[i], 6)} for i in order]
+        await self._send_json(writer, 200, {"model": body.get("model"), "results": results})
         return True
 
 

@@ -1,11 +1,13 @@
-"""kb_search: vector, full-text, graph, and hybrid = reciprocal rank fusion of the three.
+"""kb_search: vector, full-text, graph, and hybrid = reciprocal rank fusion of the three, reranked
+when a reranker is configured.
 
-Each hit says which sources found it (`sources: {vector?, fulltext?, graph?}` with that
+Each hit says which sources found it (`sources: {vector?, fulltext?, graph?, rerank?}` with that
 source's rank and score), so a caller can see why a chunk came back."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import defaultdict
 from typing import Any, Literal
 
@@ -17,8 +19,10 @@ from services.tools_go_equiv.db.schema import chunks, documents
 from services.tools_go_equiv.kb.embed import Embedder
 from services.tools_go_equiv.kb.facts import query_entities
 from services.tools_go_equiv.kb.fulltext import NOT_READY, fulltext_search
+from services.tools_go_equiv.kb.rerank import Reranker, RerankError
 from services.tools_go_equiv.kb.vectors import VectorCache
 
+log = logging.getLogger("agentix.tools_go.search")
 Mode = Literal["vector", "fulltext", "graph", "hybrid"]
 Ranked = list[tuple[int, float]]
 
@@ -72,7 +76,10 @@ def fetch_chunks(conn: Connection, ids: list[int]) -> dict[int, dict[str, Any]]:
     }
 
 
-def reciprocal_rank_fusion(lists: dict[str, Ranked], k: int) -> list[tuple[int, float, dict[str, Any]]]:
+Fused = tuple[int, float, dict[str, Any]]
+
+
+def reciprocal_rank_fusion(lists: dict[str, Ranked], k: int) -> list[Fused]:
     fused: dict[int, float] = defaultdict(float)
     found: dict[int, dict[str, Any]] = defaultdict(dict)
     for source, ranked in lists.items():
@@ -85,10 +92,14 @@ def reciprocal_rank_fusion(lists: dict[str, Ranked], k: int) -> list[tuple[int, 
 
 
 class Searcher:
-    def __init__(self, db: Db, vectors: VectorCache, rrf_k: int = 60) -> None:
+    def __init__(
+        self, db: Db, vectors: VectorCache, rrf_k: int = 60, reranker: Reranker | None = None, rerank_depth: int = 30
+    ) -> None:
         self.db = db
         self.vectors = vectors
         self.rrf_k = rrf_k
+        self.reranker = reranker
+        self.rerank_depth = rerank_depth
 
     async def _vector(self, kb: Any, embedder: Embedder, query: str, depth: int) -> Ranked:
         q = (await embedder.embed([query]))[0]
@@ -107,13 +118,29 @@ class Searcher:
             runs["graph"] = self.db.read(graph_search, kb.id, query_entities(query), depth)
         results = dict(zip(runs, await asyncio.gather(*runs.values()), strict=True))
         if mode == "hybrid":
-            ranked = reciprocal_rank_fusion(results, self.rrf_k)[:top_k]
+            fused = reciprocal_rank_fusion(results, self.rrf_k)
+            ranked = fused[: max(top_k, self.rerank_depth)] if self.reranker else fused[:top_k]
         else:
             ranked = [
                 (cid, score, {mode: {"rank": i, "score": round(score, 6)}})
                 for i, (cid, score) in enumerate(results[mode][:top_k], start=1)
             ]
         rows = await self.db.read(fetch_chunks, [cid for cid, _, _ in ranked])
+        ranked = [r for r in ranked if r[0] in rows]
+        if mode == "hybrid" and self.reranker:
+            ranked = await self._rerank(query, ranked, rows)
+        return [{**rows[cid], "score": round(score, 6), "sources": sources} for cid, score, sources in ranked[:top_k]]
+
+    async def _rerank(self, query: str, ranked: list[Fused], rows: dict[int, dict[str, Any]]) -> list[Fused]:
+        """Reorder the fused candidates by the reranker; on its failure keep the fusion order."""
+        assert self.reranker is not None
+        try:
+            scores = await self.reranker.scores(query, [rows[cid]["text"] for cid, _, _ in ranked])
+        except RerankError as exc:
+            log.warning("%s; keeping the fused order", exc)
+            return ranked
+        order = sorted(range(len(ranked)), key=lambda i: -scores[i])
         return [
-            {**rows[cid], "score": round(score, 6), "sources": sources} for cid, score, sources in ranked if cid in rows
+            (ranked[i][0], scores[i], {**ranked[i][2], "rerank": {"rank": pos, "score": round(scores[i], 6)}})
+            for pos, i in enumerate(order, start=1)
         ]
