@@ -25,6 +25,10 @@ class KbSettings(BaseSettings):
     max_document_bytes: int = 50 * 1024 * 1024
     # Search.
     rrf_k: int = 60
+    # Facts from a language model at ingest (else the deterministic extractor).
+    facts_model: str | None = None
+    facts_base_url: str | None = None
+    facts_api_key: str | None = None
     # Optional reranking of hybrid candidates (a `/rerank` endpoint; see kb/rerank.py).
     rerank_model: str | None = None
     rerank_base_url: str | None = None

@@ -16,6 +16,7 @@ from services.tools_go_equiv.config import KbSettings
 from services.tools_go_equiv.db import Db, create_schema
 from services.tools_go_equiv.ingest.worker import IngestWorker
 from services.tools_go_equiv.kb.embed import Embedders
+from services.tools_go_equiv.kb.llm_facts import LlmFactExtractor
 from services.tools_go_equiv.kb.rerank import Reranker
 from services.tools_go_equiv.kb.search import Searcher
 from services.tools_go_equiv.kb.vectors import VectorCache
@@ -49,6 +50,7 @@ async def start_runtime(settings: Settings, bus: Bus, kb_settings: KbSettings | 
         searcher=Searcher(db, vectors, kb.rrf_k, Reranker.from_settings(settings, kb), kb.rerank_depth),
         tools=ToolClient(bus, services=("py",)),
         redis=redis,
+        fact_model=LlmFactExtractor.from_settings(settings, kb),
     )
     runtime.install(rt)
     return rt

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from services.tools_go_equiv.config import KbSettings
 from services.tools_go_equiv.db.engine import Db
 from services.tools_go_equiv.kb.embed import Embedders
+from services.tools_go_equiv.kb.llm_facts import LlmFactExtractor
 from services.tools_go_equiv.kb.search import Searcher
 from services.tools_go_equiv.kb.vectors import VectorCache
 from shared.bus import Bus
@@ -30,6 +31,7 @@ class Runtime:
     searcher: Searcher
     tools: ToolClient
     redis: Redis | None = None
+    fact_model: LlmFactExtractor | None = None  # facts from a model at ingest, when configured
     counters: dict[str, Any] = field(default_factory=dict)
 
     async def kb_changed(self, kb_id: str, revision: int, reason: str) -> None:

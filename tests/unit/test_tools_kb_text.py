@@ -140,3 +140,80 @@ def test_report_renders_to_docx_and_pdf_with_the_content() -> None:
         assert expected in content
     assert reader.metadata.title == "Quarterly"
     assert render("md", "x", REPORT) == REPORT.encode()
+
+
+def _reference_embedding(texts: list[str], dim: int) -> np.ndarray:
+    """The local embedder's definition, feature by feature: stored KBs were embedded with it,
+    so the fast batched implementation must produce the very same bits."""
+    import zlib
+
+    from services.tools_go_equiv.kb import embed
+
+    def slot(feature: str) -> tuple[int, float]:
+        h = zlib.crc32(feature.encode("utf-8", "surrogatepass"))
+        return h % dim, (1.0 if (h >> 31) & 1 else -1.0)
+
+    rows = []
+    for text in texts:
+        idx: list[int] = []
+        val: list[float] = []
+        words = embed._WORD.findall(text.lower())
+        for word in words:
+            weight = 0.15 if word in embed._STOP else 1.0
+            feats = [("w:" + word, weight), ("s:" + embed.stem(word), 0.8 * weight)]
+            if word not in embed._STOP and not word.isdigit():
+                padded = f"<{word}>"
+                grams = [padded[i : i + 3] for i in range(len(padded) - 2)]
+                feats += [("c:" + g, 0.6 / max(1.0, len(grams) ** 0.5)) for g in grams]
+            for feature, w in feats:
+                s, sign = slot(feature)
+                idx.append(s)
+                val.append(sign * w)
+        content = [embed.stem(w) for w in words if w not in embed._STOP]
+        for a, b in itertools.pairwise(content):
+            s, sign = slot(f"b:{a} {b}")
+            idx.append(s)
+            val.append(0.5 * sign)
+        rows.append(np.bincount(np.array(idx, dtype=np.int64), np.array(val), minlength=dim) if idx else np.zeros(dim))
+    matrix = np.array(rows).reshape(len(texts), dim)
+    return embed.normalize((np.sign(matrix) * np.log1p(np.abs(matrix))).astype(np.float32))
+
+
+EMBED_TEXTS = [
+    "JetStream stores messages durably on disk; the Orion team uses it.",
+    "",
+    "the a an of",
+    "Ünïcödé wörds, 42 numbers and GPT4 tokens — plus repeated repeated repeated words",
+    "kubernetes deployment rollback " * 30,
+    "x",
+]
+
+
+def test_batched_embedding_is_bit_identical_to_the_definition_and_to_one_text_at_a_time() -> None:
+    emb = LocalEmbedder(128)
+    batch = emb.embed_sync(EMBED_TEXTS)
+    assert batch.tobytes() == _reference_embedding(EMBED_TEXTS, 128).tobytes()
+    one_by_one = np.vstack([emb.embed_sync([t]) for t in EMBED_TEXTS])
+    assert batch.tobytes() == one_by_one.tobytes()
+    assert emb.embed_sync([]).shape == (0, 128)
+
+
+def test_embedding_is_unchanged_when_the_vocabulary_is_reset() -> None:
+    """The word cache is bounded: it starts over when full, with the same vectors as before."""
+    small = LocalEmbedder(64)
+    small._vocab.max_words = 5
+    texts = [f"{t} extra words beyond the tiny cache limit" for t in EMBED_TEXTS]
+    one_by_one = np.vstack([small.embed_sync([t]) for t in texts])  # each text adds words: resets
+    distinct = {w for t in texts for w in t.lower().split()}
+    assert len(small._vocab.ids) < len(distinct)
+    assert one_by_one.tobytes() == small.embed_sync(texts).tobytes() == _reference_embedding(texts, 64).tobytes()
+
+
+def test_entity_spans_skip_lowercase_words_and_stop_at_four_words() -> None:
+    text = "The Orion Helios Vega Atlas Team uses GPT4 and 3D printers. 4gpt is not an entity; X1 Carbon runs on ARM."
+    facts = {(f.subject, f.relation, f.object) for f in extract_facts(text)}
+    assert ("Team", "uses", "GPT4") in facts  # a span ends after four words; a new one starts
+    assert ("Orion Helios Vega Atlas", "related_to", "Team") in facts
+    assert ("GPT4", "related_to", "3D") in facts  # a digit-led word with a capital is a name
+    assert ("X1 Carbon", "runs on", "ARM") in facts
+    assert not any("4gpt" in (s, o) or "The" in s for s, _, o in facts)

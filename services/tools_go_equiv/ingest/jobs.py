@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -10,6 +12,7 @@ from services.tools_go_equiv.db.schema import jobs
 from services.tools_go_equiv.db.sql import Sql
 from services.tools_go_equiv.ids import now
 from services.tools_go_equiv.kb import store
+from services.tools_go_equiv.kb.store import DocumentGone
 from shared.contract.ingest import IngestJobState
 
 
@@ -75,3 +78,73 @@ def fail(conn: Connection, job_id: str, doc_id: str, reason: str, attempts: int 
 
 def note_retry(conn: Connection, job_id: str, attempt: int, reason: str) -> None:
     set_job(conn, job_id, status="queued", stage="retry", attempts=attempt, error=reason)
+
+
+@dataclass(frozen=True)
+class Finish:
+    """A job whose document's remaining rows are ready to be written."""
+
+    job_id: str
+    attempt: int
+    title: str | None  # the parsed title, when the job brought none
+    rows: store.Analysed
+
+
+def finish_all(conn: Connection, items: Sequence[Finish]) -> dict[str, tuple[int, int] | DocumentGone]:
+    """Write each document's rows and make it searchable, all in the caller's one transaction:
+    a batch of small documents costs a handful of statements, not a handful per document.
+    → job → (chunks, KB revision), or DocumentGone for a document deleted meanwhile."""
+    docs = [i.rows for i in items]
+    present = store.lock_documents(conn, [d.kb_id for d in docs], [d.document_id for d in docs])
+    out: dict[str, tuple[int, int] | DocumentGone] = {
+        i.job_id: DocumentGone(i.rows.document_id) for i in items if i.rows.document_id not in present
+    }
+    live = [i for i in items if i.rows.document_id in present]
+    if not live:
+        return out
+    store.insert_chunks(conn, [i.rows for i in live])
+    counts = store.chunk_counts(conn, [i.rows.document_id for i in live])
+    store.set_ready(conn, [(i.rows.document_id, counts[i.rows.document_id], i.title) for i in live])
+    mark_done(conn, [(i.job_id, counts[i.rows.document_id], i.attempt) for i in live])
+    # KBs in id order: two batches bumping the same KBs queue instead of deadlocking.
+    revisions = {kb: store.bump_revision(conn, kb) for kb in sorted({i.rows.kb_id for i in live})}
+    out |= {i.job_id: (counts[i.rows.document_id], revisions[i.rows.kb_id]) for i in live}
+    return out
+
+
+def mark_done(conn: Connection, done: Sequence[tuple[str, int, int]]) -> None:
+    """(job, chunks, attempt) → done."""
+    sql = Sql(conn)
+    ts = sql.ts(now())
+    sql.executemany(
+        "UPDATE kb_ingest_jobs SET status = 'done', stage = 'done', done = :n, total = :n, chunks = :n, "
+        "attempts = :attempt, error = NULL, updated_at = :ts WHERE id = :id",
+        ({"id": job, "n": n, "attempt": attempt, "ts": ts} for job, n, attempt in done),
+    )
+
+
+@dataclass
+class JobView:
+    """What a worker needs to know about a job before it starts."""
+
+    status: str
+    chunks: int
+    embedder: str | None  # None: the KB is gone
+    have: set[int] = field(default_factory=set)  # chunk positions written by earlier attempts
+
+
+def load_views(conn: Connection, wanted: Sequence[tuple[str, str, str]]) -> dict[str, JobView]:
+    """(job, kb, document) → the job's view, for the jobs whose row still exists."""
+    sql = Sql(conn)
+    jobs_in, params = sql.in_list("j", [j for j, _, _ in wanted])
+    found = sql.execute(f"SELECT id, status, chunks FROM kb_ingest_jobs WHERE id IN {jobs_in}", params)
+    rows = {r[0]: r for r in found.fetchall()}
+    kbs_in, params = sql.in_list("k", sorted({k for _, k, _ in wanted}))
+    embedders = dict(sql.execute(f"SELECT id, embedder FROM kb_bases WHERE id IN {kbs_in}", params).fetchall())
+    pending = [d for j, _, d in wanted if j in rows and rows[j][1] != "done"]
+    have = store.positions_of(conn, pending) if pending else {}
+    return {
+        job: JobView(str(rows[job][1]), int(rows[job][2]), embedders.get(kb), have.get(doc, set()))
+        for job, kb, doc in wanted
+        if job in rows
+    }

@@ -1,4 +1,10 @@
-"""One ingestion job: parse (tools_py `doc_parse` over NATS) → chunk → embed in batches → index.
+"""A batch of ingestion jobs: parse (tools_py over NATS, the batch's small documents in one
+request) → chunk → embed → index.
+
+Small documents (at most `embed_batch` chunks left to write) are embedded together and written
+in one transaction; their events are `running`, then `done` with the chunk count. A larger
+document is written in batches of `embed_batch` chunks, a transaction each, with a progress
+event and a lease renewal after each, so a crash loses at most one batch of work.
 
 Idempotent and resumable: chunking is deterministic and rows are keyed by (document, position),
 so a redelivered job skips what an earlier attempt already committed and writes the rest."""
@@ -6,104 +12,253 @@ so a redelivered job skips what an earlier attempt already committed and writes 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from services.tools_go_equiv import objects
+import numpy as np
+
 from services.tools_go_equiv.ingest import jobs
+from services.tools_go_equiv.ingest.parse import IngestError, parse_all
 from services.tools_go_equiv.kb import store
 from services.tools_go_equiv.kb.chunk import Chunk, chunk_sections
-from services.tools_go_equiv.kb.embed import LocalEmbedder
-from services.tools_go_equiv.kb.facts import extract_facts
+from services.tools_go_equiv.kb.embed import Embedder, LocalEmbedder
+from services.tools_go_equiv.kb.facts import Fact, extract_facts
 from services.tools_go_equiv.runtime import Runtime
 from shared.bus.events import EventPublisher
 from shared.contract.events import ProgressEvent, StatusEvent
 from shared.contract.ingest import IngestJob
-from shared.contract.tools import ToolMeta
 
 log = logging.getLogger("agentix.tools_go.ingest")
 Touch = Callable[[], Awaitable[None]]
-
-
-class IngestError(Exception):
-    """A reason the job could not be done (retried until the attempts run out)."""
+__all__ = ["IngestError", "JobGone", "Settle", "Work", "run_batch"]
+Outcome = int | BaseException  # chunks indexed, or why the attempt failed
 
 
 class JobGone(Exception):
     """The job's row no longer exists (its KB was deleted)."""
 
 
-async def parse(rt: Runtime, job: IngestJob) -> dict[str, Any]:
-    args: dict[str, Any] = {"filename": job.filename, "media_type": job.media_type}
-    if job.text is not None:
-        args["text"] = job.text
-    else:
-        args["object_name"] = job.content_ref
-    reply = await rt.tools.call("doc_parse", args, ToolMeta(user_id=job.user_id), timeout_s=rt.kb.parse_timeout_s)
-    if not reply.ok or reply.error is not None:
-        code = reply.error.code if reply.error else "error"
-        message = reply.error.message if reply.error else "no result"
-        raise IngestError(f"parsing failed ({code}): {message}")
-    result = dict(reply.result or {})
-    if "result_ref" in result:  # too large for one message: doc_parse left it in the uploads store
-        bucket = await objects.uploads(rt.bus)
-        result = json.loads(await objects.read_all(bucket, result["result_ref"]))
-    return result
+@dataclass
+class Work:
+    """One delivered job; `outcome` is set by `run_batch`."""
+
+    job: IngestJob
+    attempt: int
+    events: EventPublisher
+    touch: Touch
+    outcome: Outcome | None = None
+
+
+Settle = Callable[[list["Work"]], Awaitable[None]]
+
+
+@dataclass
+class Doc:
+    """A parsed and chunked document, ready to index."""
+
+    work: Work
+    embedder: str
+    chunks: list[Chunk]
+    todo: list[Chunk]  # the chunks no earlier attempt wrote
+    context: str  # the document's name, for facts
+    title: str | None  # the parsed title, when the job brought none
+
+    @property
+    def job(self) -> IngestJob:
+        return self.work.job
+
+
+async def run_batch(rt: Runtime, works: list[Work], settle: Settle) -> None:
+    """Index the jobs of one fetch. Each work gets its `outcome` and is handed to `settle` as
+    soon as it is final — a small document does not wait for a large one of the same batch."""
+    views = await rt.db.read(jobs.load_views, [(w.job.job_id, w.job.kb, w.job.document_id) for w in works])
+    started: list[tuple[Work, jobs.JobView]] = []
+    for w in works:
+        view = views.get(w.job.job_id)
+        if view is None or view.embedder is None:
+            w.outcome = JobGone(w.job.job_id)
+        elif view.status == "done":  # a redelivery of finished work: nothing to do
+            w.outcome = view.chunks
+        else:
+            started.append((w, view))
+            retry = w.attempt - 1 if w.attempt > 1 else None
+            await w.events.emit(StatusEvent(task_id=w.job.job_id, status="running", retry=retry))
+    if len(started) < len(works):
+        await settle([w for w in works if w.outcome is not None])
+
+    parsed = await parse_all(rt, [w.job for w, _ in started])
+    small: list[Doc] = []
+    large: list[Doc] = []
+    for (w, view), result in zip(started, parsed, strict=True):
+        if isinstance(result, Exception):
+            w.outcome = result
+            continue
+        pieces = chunk_sections(result.get("sections") or [], rt.kb.chunk_size, rt.kb.chunk_overlap)
+        if not pieces:
+            w.outcome = IngestError("the document contains no text")
+            continue
+        doc = Doc(
+            work=w,
+            embedder=view.embedder or "",
+            chunks=pieces,
+            todo=[c for c in pieces if c.position not in view.have],
+            context=w.job.title or result.get("title") or w.job.filename or "",
+            title=None if w.job.title else (result.get("title") or None),
+        )
+        (small if len(doc.todo) <= rt.kb.embed_batch else large).append(doc)
+    unparsed = [w for w, _ in started if w.outcome is not None]
+    if unparsed:
+        await settle(unparsed)
+
+    async def index(docs: list[Doc], indexer: Callable[[Runtime, list[Doc], dict[str, int]], Awaitable[None]]) -> None:
+        revisions: dict[str, int] = {}
+        await indexer(rt, docs, revisions)
+        for kb, revision in revisions.items():  # before `done`: a client that then searches finds it
+            try:
+                await rt.kb_changed(kb, revision, "documents ingested")
+            except Exception as exc:  # searches compare revisions anyway: a missed message is no harm
+                log.warning("could not announce the change of %s: %s", kb, exc)
+        await settle([d.work for d in docs])
+
+    await asyncio.gather(*([index(small, index_together)] if small else []), *(index([d], index_alone) for d in large))
+
+
+async def index_together(rt: Runtime, docs: list[Doc], revisions: dict[str, int]) -> None:
+    """Embed all chunks of small documents in one batch per embedder and commit them in one
+    transaction; if that transaction fails, each document is retried in its own, so one bad
+    document cannot fail the others."""
+    if not docs:
+        return
+    local: dict[str, list[Doc]] = {}
+    vectors: dict[int, np.ndarray] = {}  # id(doc) → its vectors, for remote embedders
+    for name in sorted({d.embedder for d in docs}):
+        group = [d for d in docs if d.embedder == name]
+        try:
+            embedder = rt.embedders.for_name(name)
+            if isinstance(embedder, LocalEmbedder):
+                local[name] = group
+            else:
+                for d, v in zip(group, await _embed_remote(rt, embedder, group), strict=True):
+                    vectors[id(d)] = v
+        except Exception as exc:
+            for d in group:
+                d.work.outcome = exc
+    todo = [d for d in docs if d.work.outcome is None]
+    if not todo:
+        return
+    # Model facts are I/O: gather them here, before the CPU-bound step in a worker thread.
+    model_facts = {id(d): await _model_facts(rt, d.todo, d.context) for d in todo} if rt.fact_model else {}
+
+    def analyse_and_write() -> list[tuple[Doc, Outcome, int | None]]:
+        for name, group in local.items():
+            embedder = rt.embedders.for_name(name)
+            assert isinstance(embedder, LocalEmbedder)
+            matrix = embedder.embed_sync([c.index_text for d in group for c in d.todo])
+            row = 0
+            for d in group:
+                vectors[id(d)] = matrix[row : row + len(d.todo)]
+                row += len(d.todo)
+        items = [
+            jobs.Finish(d.job.job_id, d.work.attempt, d.title,
+                        _rows(d, vectors[id(d)], model_facts.get(id(d)) or _facts(d.todo, d.context)))
+            for d in todo
+        ]
+        try:
+            with rt.db.tx() as conn:
+                results = jobs.finish_all(conn, items)
+        except Exception:
+            log.warning("writing %d documents together failed; writing them one by one", len(items), exc_info=True)
+            results = {}
+            for item in items:
+                try:
+                    with rt.db.tx() as conn:
+                        results |= jobs.finish_all(conn, [item])
+                except Exception as exc:
+                    results[item.job_id] = exc
+        out: list[tuple[Doc, Outcome, int | None]] = []
+        for d in todo:
+            result = results[d.job.job_id]
+            out.append((d, result, None) if isinstance(result, BaseException) else (d, *result))
+        return out
+
+    try:
+        written = await asyncio.to_thread(analyse_and_write)
+    except Exception as exc:
+        for d in todo:
+            d.work.outcome = exc
+        return
+    for d, outcome, revision in written:
+        d.work.outcome = outcome
+        if revision is not None:
+            revisions[d.job.kb] = max(revision, revisions.get(d.job.kb, 0))
+
+
+async def _embed_remote(rt: Runtime, embedder: Embedder, docs: list[Doc]) -> list[np.ndarray]:
+    texts = [c.index_text for d in docs for c in d.todo]
+    size = rt.kb.embed_batch
+    parts = [await embedder.embed(texts[i : i + size]) for i in range(0, len(texts), size)]
+    matrix = np.vstack(parts) if parts else np.zeros((0, 0), dtype=np.float32)
+    out, row = [], 0
+    for d in docs:
+        out.append(matrix[row : row + len(d.todo)])
+        row += len(d.todo)
+    return out
+
+
+def _facts(chunks: list[Chunk], context: str) -> list[list[Fact]]:
+    return [extract_facts(c.text, context) for c in chunks]
+
+
+async def _model_facts(rt: Runtime, chunks: list[Chunk], context: str) -> list[list[Fact]]:
+    assert rt.fact_model is not None
+    return await rt.fact_model.extract_all([c.text for c in chunks], context)
+
+
+def _rows(d: Doc, vectors: np.ndarray, facts: list[list[Fact]]) -> store.Analysed:
+    return store.Analysed(d.job.kb, d.job.document_id, d.todo, vectors, facts)
 
 
 async def _analyse(rt: Runtime, embedder_name: str, batch: list[Chunk], context: str) -> tuple[Any, list[Any]]:
     """Vectors and facts of a batch; CPU-bound work runs off the event loop (leases stay alive)."""
     embedder = rt.embedders.for_name(embedder_name)
     texts = [c.index_text for c in batch]
-
-    def facts_of() -> list[Any]:
-        return [extract_facts(c.text, context) for c in batch]
-
+    if rt.fact_model is not None:
+        facts = await _model_facts(rt, batch, context)
+        vectors = await (asyncio.to_thread(embedder.embed_sync, texts) if isinstance(embedder, LocalEmbedder)
+                         else embedder.embed(texts))
+        return vectors, facts
     if isinstance(embedder, LocalEmbedder):
-        return await asyncio.to_thread(lambda: (embedder.embed_sync(texts), facts_of()))
-    return await embedder.embed(texts), await asyncio.to_thread(facts_of)
+        return await asyncio.to_thread(lambda: (embedder.embed_sync(texts), _facts(batch, context)))
+    return await embedder.embed(texts), await asyncio.to_thread(_facts, batch, context)
 
 
-def _load(conn: Any, job: IngestJob) -> tuple[Any, Any, set[int]]:
-    return jobs.get_job(conn, job.job_id), store.get_kb(conn, job.kb), store.existing_positions(conn, job.document_id)
+async def index_alone(rt: Runtime, docs: list[Doc], revisions: dict[str, int]) -> None:
+    (doc,) = docs
+    try:
+        count, revision = await _index_in_batches(rt, doc)
+    except Exception as exc:
+        doc.work.outcome = exc
+        return
+    doc.work.outcome = count
+    revisions[doc.job.kb] = max(revision, revisions.get(doc.job.kb, 0))
 
 
-async def run_job(rt: Runtime, job: IngestJob, attempt: int, events: EventPublisher, touch: Touch) -> int:
-    """Process one job; returns the document's chunk count. Raises store.DocumentGone, JobGone,
-    IngestError (or anything else) when it cannot finish.
-
-    Writes are few on purpose (the database has one writer at a time on SQLite): each batch is one
-    transaction, the first also records the attempt and the last also publishes the document, so a
-    small document costs one write transaction."""
-    db = rt.db
-    # Positions written by an earlier attempt (reading them early is safe: inserts skip duplicates).
-    row, kb, have = await db.read(_load, job)
-    if row is None or kb is None:
-        raise JobGone(job.job_id)
-    if row.status == "done":  # a redelivery of finished work: nothing to do
-        return int(row.chunks)
-    await events.emit(StatusEvent(task_id=job.job_id, status="running", retry=attempt - 1 if attempt > 1 else None))
-
-    parsed = await parse(rt, job)
+async def _index_in_batches(rt: Runtime, doc: Doc) -> tuple[int, int]:
+    """A large document: one transaction per `embed_batch` chunks — the first also records the
+    attempt, the last also publishes the document — with progress and a lease renewal after each."""
+    job, events, attempt = doc.job, doc.work.events, doc.work.attempt
     await events.emit(ProgressEvent(task_id=job.job_id, stage="parse", done=1, total=1))
-    pieces = chunk_sections(parsed.get("sections") or [], rt.kb.chunk_size, rt.kb.chunk_overlap)
-    if not pieces:
-        raise IngestError("the document contains no text")
-    total = len(pieces)
-    context = job.title or parsed.get("title") or job.filename or ""
-    title = None if job.title else (parsed.get("title") or None)
-    todo = [c for c in pieces if c.position not in have]
-    done = total - len(todo)
+    total = len(doc.chunks)
+    done = total - len(doc.todo)
     if done:  # resuming: say how far the earlier attempt got
         await events.emit(ProgressEvent(task_id=job.job_id, stage="index", done=done, total=total))
-
     size = rt.kb.embed_batch
-    batches = [todo[i : i + size] for i in range(0, len(todo), size)] or [[]]
+    batches = [doc.todo[i : i + size] for i in range(0, len(doc.todo), size)] or [[]]
     result: tuple[int, int] | None = None
     for n, batch in enumerate(batches):
-        vectors, batch_facts = await _analyse(rt, kb.embedder, batch, context) if batch else (None, [])
+        vectors, batch_facts = await _analyse(rt, doc.embedder, batch, doc.context) if batch else (None, [])
         done += len(batch)
         first, last = n == 0, n == len(batches) - 1
 
@@ -116,14 +271,11 @@ async def run_job(rt: Runtime, job: IngestJob, attempt: int, events: EventPublis
             if b:
                 store.insert_batch(conn, job.kb, job.document_id, b, v, f)
             jobs.set_job(conn, job.job_id, stage="index", done=d, total=total)
-            return jobs.finish(conn, job.job_id, job.document_id, job.kb, title) if last else None
+            return jobs.finish(conn, job.job_id, job.document_id, job.kb, doc.title) if last else None
 
-        result = await db.run(write)
+        result = await rt.db.run(write)
         await events.emit(ProgressEvent(task_id=job.job_id, stage="index", done=done, total=total))
         if not last:
-            await touch()
-
+            await doc.work.touch()
     assert result is not None
-    count, revision = result
-    await rt.kb_changed(job.kb, revision, f"document {job.document_id} ready")
-    return count
+    return result

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 import zlib
 from functools import lru_cache
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -74,13 +75,50 @@ def _pair_slot(a: str, b: str, dim: int) -> tuple[int, float]:
     return _slot(f"b:{a} {b}", dim)
 
 
-class LocalEmbedder:
-    def __init__(self, dim: int = 384) -> None:
-        self.dim = dim
-        self.name = f"{LOCAL_PREFIX}{dim}"
-        self._word = lru_cache(maxsize=200_000)(self._word_features)
+MAX_PAIRS = 1_000_000  # cached stem-pair slots
 
-    def _word_features(self, word: str) -> tuple[np.ndarray, np.ndarray]:
+
+class _Vocabulary:
+    """Every word seen, with its features stored once in flat arrays (CSR): a batch of texts is
+    embedded with a dictionary lookup per word and a few numpy gathers, instead of Python work
+    per feature. Entries are only ever appended (arrays grow by copy) and a reset makes new
+    arrays, so a reader holding the arrays of its lookup is never disturbed by another thread."""
+
+    def __init__(self, dim: int, max_words: int = 200_000) -> None:
+        self.dim = dim
+        self.max_words = max_words
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.stems: dict[str, int] = {}
+        self.stem_names: list[str] = []
+        self.pairs: dict[int, int] = {}
+        self.feat_idx = np.empty(4096, dtype=np.int64)
+        self.feat_val = np.empty(4096, dtype=np.float64)
+        self.word_start = np.empty(1024, dtype=np.int64)
+        self.word_len = np.empty(1024, dtype=np.int64)
+        self.word_stem = np.empty(1024, dtype=np.int64)  # the stem's id, -1 for a stop word
+        self.features = 0
+
+    def lookup(self, words: list[str]) -> _Lookup:
+        with self._lock:  # everything from one generation (a reset replaces it all)
+            get = self.ids.get
+            found = [get(w) for w in words]
+            if None in found:
+                if len(self.ids) > self.max_words:
+                    self._reset()
+                for w in words:
+                    if w not in self.ids:
+                        self._add(w)
+                found = [self.ids[w] for w in words]
+            return _Lookup(
+                np.array(found, dtype=np.int64), self.word_start, self.word_len, self.word_stem, self.feat_idx,
+                self.feat_val, self.stem_names, self.pairs,
+            )  # fmt: skip
+
+    def _add(self, word: str) -> None:
         weight = 0.15 if word in _STOP else 1.0
         feats: list[tuple[str, float]] = [("w:" + word, weight)]
         root = stem(word)
@@ -91,31 +129,92 @@ class LocalEmbedder:
             each = 0.6 / max(1.0, len(grams) ** 0.5)
             feats.extend(("c:" + g, each) for g in grams)
         slots = [_slot(f, self.dim) for f, _ in feats]
-        idx = np.fromiter((s[0] for s in slots), dtype=np.int64, count=len(slots))
-        weights = (s[1] * w for s, (_, w) in zip(slots, feats, strict=True))
-        val = np.fromiter(weights, dtype=np.float64, count=len(slots))
-        return idx, val
+        n, at, wid = len(slots), self.features, len(self.ids)
+        if at + n > len(self.feat_idx):
+            self.feat_idx = _grown(self.feat_idx, at + n)
+            self.feat_val = _grown(self.feat_val, at + n)
+        if wid >= len(self.word_start):
+            self.word_start, self.word_len, self.word_stem = (
+                _grown(a, wid + 1) for a in (self.word_start, self.word_len, self.word_stem)
+            )
+        self.feat_idx[at : at + n] = [s[0] for s in slots]
+        self.feat_val[at : at + n] = [s[1] * w for s, (_, w) in zip(slots, feats, strict=True)]
+        stem_id = -1
+        if word not in _STOP:
+            stem_id = self.stems.setdefault(root, len(self.stems))
+            if stem_id == len(self.stem_names):
+                self.stem_names.append(root)
+        self.word_start[wid], self.word_len[wid], self.word_stem[wid] = at, n, stem_id
+        self.features = at + n
+        self.ids[word] = wid
+
+
+class _Lookup(NamedTuple):
+    """Word ids and the arrays they index: start, length and stem id per word; slot and weight
+    per feature. `stem_names` and `pairs` (stem pair → slot·2 + (sign > 0)) of the same generation."""
+
+    ids: np.ndarray
+    start: np.ndarray
+    length: np.ndarray
+    stem: np.ndarray
+    feat_idx: np.ndarray
+    feat_val: np.ndarray
+    stem_names: list[str]
+    pairs: dict[int, int]
+
+    def pair_slots(self, a: np.ndarray, b: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """Slot and sign of each (stem a, stem b) pair feature; Python work per distinct pair only."""
+        pairs, names = self.pairs, self.stem_names
+        if len(pairs) > MAX_PAIRS:
+            pairs.clear()
+        distinct, where = np.unique((a << 32) | b, return_inverse=True)
+        packed = np.empty(len(distinct), dtype=np.int64)
+        for i, key in enumerate(distinct.tolist()):
+            value = pairs.get(key)
+            if value is None:
+                slot, sign = _slot(f"b:{names[key >> 32]} {names[key & 0xFFFFFFFF]}", dim)
+                value = pairs[key] = slot * 2 + (sign > 0)
+            packed[i] = value
+        chosen = packed[where]
+        return chosen >> 1, np.where(chosen & 1, 1.0, -1.0)
+
+
+def _grown(a: np.ndarray, needed: int) -> np.ndarray:
+    bigger = np.empty(max(needed, 2 * len(a)), dtype=a.dtype)
+    bigger[: len(a)] = a
+    return bigger
+
+
+class LocalEmbedder:
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+        self.name = f"{LOCAL_PREFIX}{dim}"
+        self._vocab = _Vocabulary(dim)
 
     def embed_sync(self, texts: list[str]) -> np.ndarray:
-        dim = self.dim
-        idx_parts: list[np.ndarray] = []
-        val_parts: list[np.ndarray] = []
-        for row, text in enumerate(texts):
-            words = _WORD.findall(text.lower())
-            offset = row * dim
-            if words:
-                feats = [self._word(w) for w in words]
-                idx_parts.append(np.concatenate([f[0] for f in feats]) + offset)
-                val_parts.append(np.concatenate([f[1] for f in feats]))
-            content = [stem(w) for w in words if w not in _STOP]
-            if len(content) > 1:
-                pairs = [_pair_slot(a, b, dim) for a, b in itertools.pairwise(content)]
-                idx_parts.append(np.fromiter((p[0] + offset for p in pairs), dtype=np.int64, count=len(pairs)))
-                val_parts.append(np.fromiter((0.5 * p[1] for p in pairs), dtype=np.float64, count=len(pairs)))
-        flat = np.zeros(len(texts) * dim, dtype=np.float64)
-        if idx_parts:
-            flat = np.bincount(np.concatenate(idx_parts), np.concatenate(val_parts), minlength=len(texts) * dim)
-        matrix = flat.reshape(len(texts), dim)
+        """Per text: hashed features of every word (the word, its stem, its character trigrams)
+        and of every pair of consecutive content-word stems, summed into `dim` slots, then
+        sublinear and L2-normalised. All word features of the batch come first and all pair
+        features after, which adds up each slot in the same order as text by text would."""
+        dim, rows = self.dim, len(texts)
+        words = [_WORD.findall(t.lower()) for t in texts]
+        counts = np.fromiter((len(w) for w in words), dtype=np.int64, count=rows)
+        vocab = self._vocab.lookup(list(itertools.chain(*words)))
+        row = np.repeat(np.arange(rows, dtype=np.int64), counts)  # the text of each word
+        lens = vocab.length[vocab.ids]
+        ends = np.cumsum(lens)
+        at = np.repeat(vocab.start[vocab.ids] - (ends - lens), lens) + np.arange(int(ends[-1]) if len(ends) else 0)
+        idx = [vocab.feat_idx[at] + np.repeat(row * dim, lens)]
+        val = [vocab.feat_val[at]]
+        stems = vocab.stem[vocab.ids]
+        content, content_row = stems[stems >= 0], row[stems >= 0]
+        same = content_row[:-1] == content_row[1:]  # consecutive content words of one text
+        if same.any():
+            slots, signs = vocab.pair_slots(content[:-1][same], content[1:][same], dim)
+            idx.append(slots + content_row[:-1][same] * dim)
+            val.append(0.5 * signs)
+        flat = np.bincount(np.concatenate(idx), np.concatenate(val), minlength=rows * dim)
+        matrix = flat.reshape(rows, dim)
         # Sublinear term frequency keeps long chunks from being dominated by repeated words.
         matrix = np.sign(matrix) * np.log1p(np.abs(matrix))
         return normalize(matrix.astype(np.float32))

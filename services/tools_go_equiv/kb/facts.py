@@ -29,6 +29,7 @@ _OBJECT_STOP = frozenset({"that", "which", "who", "with", "for", "and", "in", "o
 MAX_ENTITY_WORDS = 4
 MAX_ENTITIES_PER_SENTENCE = 6
 MAX_LINK_WORDS = 4
+_CAPS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")  # tokens start with an ASCII letter or digit
 
 
 _WORDS = re.compile(r"\w+")
@@ -62,22 +63,19 @@ def _is_entity_word(word: str, first: bool) -> bool:
 
 
 def _entities(tokens: list[str]) -> list[tuple[int, int, str]]:
-    """(start, end, surface) of each entity span."""
+    """(start, end, surface) of each entity span. Only tokens starting with a capital or a digit
+    can be entity words, so only those are looked at (most tokens are not)."""
     spans: list[tuple[int, int, str]] = []
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if tok[0].isalnum() and _is_entity_word(tok, i == 0):
-            j = i + 1
-            while j < len(tokens) and j - i < MAX_ENTITY_WORDS and tokens[j][0].isalnum():
-                if _is_entity_word(tokens[j], False):
-                    j += 1
-                else:
-                    break
-            spans.append((i, j, " ".join(tokens[i:j])))
-            i = j
-        else:
-            i += 1
+    end = 0
+    n = len(tokens)
+    for i in [k for k, t in enumerate(tokens) if t[0] in _CAPS]:
+        if i < end or not _is_entity_word(tokens[i], i == 0):
+            continue
+        j = i + 1
+        while j < n and j - i < MAX_ENTITY_WORDS and tokens[j][0] in _CAPS and _is_entity_word(tokens[j], False):
+            j += 1
+        spans.append((i, j, " ".join(tokens[i:j])))
+        end = j
     return spans
 
 

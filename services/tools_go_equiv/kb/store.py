@@ -8,8 +8,10 @@ batch either finishes first or finds its document gone."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
@@ -78,15 +80,45 @@ def create_kb(conn: Connection, user_id: str, name: str, description: str, embed
     return conn.execute(select(kbs).where(kbs.c.id == kb_id)).one()
 
 
-def get_kb(conn: Connection, kb_id: str) -> Any:
-    return conn.execute(select(kbs).where(kbs.c.id == kb_id)).first()
+class KbRow(NamedTuple):
+    id: str
+    user_id: str
+    name: str
+    description: str
+    embedder: str
+    dim: int
+    revision: int
+    created_at: datetime | None
+    updated_at: datetime | None
 
 
-def find_kb(conn: Connection, user_id: str, ref: str) -> Any:
+# Looked up on every KB tool call: plain SQL (a Core select costs more to build than to run).
+_KB = "SELECT id, user_id, name, description, embedder, dim, revision, created_at, updated_at FROM kb_bases"
+
+
+def _kb_row(row: tuple[Any, ...] | None) -> KbRow | None:
+    if row is None:
+        return None
+    kb = KbRow(*row)
+    if isinstance(kb.created_at, str):  # SQLite hands back the stored text
+        kb = kb._replace(created_at=_parse_ts(kb.created_at), updated_at=_parse_ts(kb.updated_at))
+    return kb
+
+
+def _parse_ts(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def get_kb(conn: Connection, kb_id: str) -> KbRow | None:
+    return _kb_row(Sql(conn).one(f"{_KB} WHERE id = :id", {"id": kb_id}))
+
+
+def find_kb(conn: Connection, user_id: str, ref: str) -> KbRow | None:
     """A KB by id or by name, among the user's own."""
-    return conn.execute(
-        select(kbs).where(kbs.c.user_id == user_id, (kbs.c.id == ref) | (kbs.c.name == ref)).order_by(kbs.c.id)
-    ).first()
+    sql = Sql(conn)
+    return _kb_row(
+        sql.one(f"{_KB} WHERE user_id = :u AND (id = :ref OR name = :ref) ORDER BY id", {"u": user_id, "ref": ref})
+    )
 
 
 def list_kbs(conn: Connection, user_id: str) -> list[dict[str, Any]]:
@@ -222,9 +254,30 @@ def delete_document(conn: Connection, kb_id: str, doc_id: str) -> int:
 # ---- indexing (the ingest worker)
 
 
+@dataclass(frozen=True)
+class Analysed:
+    """Chunks of one document still to be written, with their vectors (one row per chunk) and
+    facts (one list per chunk)."""
+
+    kb_id: str
+    document_id: str
+    chunks: list[Chunk]
+    vectors: np.ndarray
+    facts: list[list[Fact]]
+
+
 def existing_positions(conn: Connection, doc_id: str) -> set[int]:
-    rows = Sql(conn).execute("SELECT position FROM kb_chunks WHERE document_id = :d", {"d": doc_id}).fetchall()
-    return {int(r[0]) for r in rows}
+    return positions_of(conn, [doc_id])[doc_id]
+
+
+def positions_of(conn: Connection, doc_ids: Sequence[str]) -> dict[str, set[int]]:
+    """Chunk positions already written, per document."""
+    sql = Sql(conn)
+    ids, params = sql.in_list("d", doc_ids)
+    found: dict[str, set[int]] = {d: set() for d in doc_ids}
+    for doc, position in sql.execute(f"SELECT document_id, position FROM kb_chunks WHERE document_id IN {ids}", params):
+        found[doc].add(int(position))
+    return found
 
 
 def lock_document(conn: Connection, doc_id: str, kb_id: str) -> str:
@@ -242,48 +295,82 @@ def lock_document(conn: Connection, doc_id: str, kb_id: str) -> str:
     return str(status)
 
 
-_INSERT_CHUNK = (
-    "INSERT INTO kb_chunks (kb_id, document_id, position, heading, text) VALUES (:kb, :doc, :pos, :heading, :text) "
-    "ON CONFLICT (document_id, position) DO NOTHING RETURNING id"
-)
+def lock_documents(conn: Connection, kb_ids: Iterable[str], doc_ids: Iterable[str]) -> set[str]:
+    """`lock_document` for many: KBs, then documents, each in id order (so two batches never
+    deadlock). Returns the documents that still exist."""
+    sql = Sql(conn)
+    if sql.pg:
+        kbs_in, params = sql.in_list("k", sorted(set(kb_ids)))
+        sql.execute(f"SELECT id FROM kb_bases WHERE id IN {kbs_in} ORDER BY id FOR KEY SHARE", params)
+    docs_in, params = sql.in_list("d", sorted(set(doc_ids)))
+    rows = sql.execute(sql.for_update(f"SELECT id FROM kb_documents WHERE id IN {docs_in} ORDER BY id"), params)
+    return {r[0] for r in rows.fetchall()}
+
+
+def insert_chunks(conn: Connection, docs: Sequence[Analysed]) -> int:
+    """Insert chunks keyed by (document, position), with their vectors, full-text rows and facts,
+    a few multi-row statements for any number of documents. Rows already present (a redelivery,
+    or a worker whose lease expired still running) are skipped along with their vectors and
+    facts. Returns the number of chunks inserted."""
+    sql = Sql(conn)
+    new = sql.values(
+        "INSERT INTO kb_chunks (kb_id, document_id, position, heading, text)",
+        [(d.kb_id, d.document_id, c.position, c.heading, c.text) for d in docs for c in d.chunks],
+        "ON CONFLICT (document_id, position) DO NOTHING RETURNING id, document_id, position",
+    )
+    if not new:
+        return 0
+    where = {(d.document_id, c.position): (d, i) for d in docs for i, c in enumerate(d.chunks)}
+    placed = [(int(chunk_id), *where[(doc_id, int(position))]) for chunk_id, doc_id, position in new]
+    sql.values(
+        "INSERT INTO kb_embeddings (chunk_id, kb_id, vector)",
+        [(cid, d.kb_id, d.vectors[i].astype("<f4").tobytes()) for cid, d, i in placed],
+    )
+    if not sql.pg:
+        sql.values(
+            "INSERT INTO kb_chunks_fts (rowid, heading, text)",
+            [(cid, d.chunks[i].heading, d.chunks[i].text) for cid, d, i in placed],
+        )
+    sql.values(
+        "INSERT INTO kb_facts (kb_id, document_id, chunk_id, subject, relation, object, subject_norm, object_norm)",
+        [
+            (d.kb_id, d.document_id, cid, f.subject[:500], f.relation[:200], f.object[:500], f.subject_norm,
+             f.object_norm)
+            for cid, d, i in placed
+            for f in d.facts[i]
+        ],
+    )  # fmt: skip
+    return len(new)
 
 
 def insert_batch(
     conn: Connection, kb_id: str, doc_id: str, batch: list[Chunk], vectors: np.ndarray, batch_facts: list[list[Fact]]
 ) -> int:
-    """Insert chunks keyed by (document, position); rows already present (a redelivery, or a
-    worker whose lease expired still running) are skipped along with their vectors and facts."""
+    """One document's batch (`insert_chunks`), after locking the document."""
     lock_document(conn, doc_id, kb_id)
+    return insert_chunks(conn, [Analysed(kb_id, doc_id, batch, vectors, batch_facts)])
+
+
+def chunk_counts(conn: Connection, doc_ids: Sequence[str]) -> dict[str, int]:
     sql = Sql(conn)
-    new: list[tuple[int, int]] = []  # (index in batch, chunk id)
-    for i, c in enumerate(batch):
-        row = sql.one(
-            _INSERT_CHUNK, {"kb": kb_id, "doc": doc_id, "pos": c.position, "heading": c.heading, "text": c.text}
-        )
-        if row is not None:
-            new.append((i, int(row[0])))
-    if not new:
-        return 0
-    sql.executemany(
-        "INSERT INTO kb_embeddings (chunk_id, kb_id, vector) VALUES (:id, :kb, :v)",
-        ({"id": cid, "kb": kb_id, "v": vectors[i].astype("<f4").tobytes()} for i, cid in new),
+    ids, params = sql.in_list("d", doc_ids)
+    rows = sql.execute(
+        f"SELECT document_id, COUNT(*) FROM kb_chunks WHERE document_id IN {ids} GROUP BY document_id", params
     )
-    if not sql.pg:
-        sql.executemany(
-            "INSERT INTO kb_chunks_fts (rowid, heading, text) VALUES (:id, :heading, :text)",
-            ({"id": cid, "heading": batch[i].heading, "text": batch[i].text} for i, cid in new),
-        )
+    counts = dict.fromkeys(doc_ids, 0)
+    counts.update({doc: int(n) for doc, n in rows.fetchall()})
+    return counts
+
+
+def set_ready(conn: Connection, docs: Sequence[tuple[str, int, str | None]]) -> None:
+    """(document, chunks, title or None to keep it) → searchable."""
+    sql = Sql(conn)
+    ts = sql.ts(now())
     sql.executemany(
-        "INSERT INTO kb_facts (kb_id, document_id, chunk_id, subject, relation, object, subject_norm, object_norm) "
-        "VALUES (:kb, :doc, :chunk, :s, :r, :o, :sn, :on)",
-        (
-            {"kb": kb_id, "doc": doc_id, "chunk": cid, "s": f.subject[:500], "r": f.relation[:200],
-             "o": f.object[:500], "sn": f.subject_norm, "on": f.object_norm}
-            for i, cid in new
-            for f in batch_facts[i]
-        ),
-    )  # fmt: skip
-    return len(new)
+        "UPDATE kb_documents SET status = 'ready', chunks = :chunks, error = NULL, title = COALESCE(:title, title), "
+        "updated_at = :ts WHERE id = :id",
+        ({"id": doc, "chunks": n, "title": title, "ts": ts} for doc, n, title in docs),
+    )
 
 
 _DOC_COLUMNS = frozenset({"status", "chunks", "error", "title"})
