@@ -49,31 +49,42 @@ async def _ensure_consumer(bus: Bus, stream: str, config: ConsumerConfig) -> Non
         log.warning("consumer %s on %s exists with another config: %s", config.durable_name, stream, exc)
 
 
-async def declare_all(bus: Bus) -> None:
-    s, n, cfg = bus.subjects, bus.names, bus.settings
-    replicas = cfg.js_replicas
-
+async def _work_queue(
+    bus: Bus, name: str, subjects: list[str], durable: str, ack_wait_s: float, max_deliver: int, max_ack_pending: int
+) -> None:
+    """A work-queue stream (each message goes to one worker, deleted once acked; duplicates by
+    `Nats-Msg-Id` dropped for 2 minutes) and its one durable pull consumer with bounded redelivery."""
     await _ensure_stream(
         bus,
         StreamConfig(
-            name=n.tasks_stream,
-            subjects=[s.tasks_submit, s.tasks_resume],
+            name=name,
+            subjects=subjects,
             retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE,
-            num_replicas=replicas,
+            num_replicas=bus.settings.js_replicas,
             duplicate_window=120.0,
         ),
     )
     await _ensure_consumer(
         bus,
-        n.tasks_stream,
+        name,
         ConsumerConfig(
-            durable_name=n.dispatcher_consumer,
+            durable_name=durable,
             ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=cfg.task_ack_wait_s,
-            max_deliver=cfg.task_max_deliver,
-            max_ack_pending=cfg.task_max_ack_pending,
+            ack_wait=ack_wait_s,
+            max_deliver=max_deliver,
+            max_ack_pending=max_ack_pending,
         ),
+    )
+
+
+async def declare_all(bus: Bus) -> None:
+    s, n, cfg = bus.subjects, bus.names, bus.settings
+    replicas = cfg.js_replicas
+
+    await _work_queue(
+        bus, n.tasks_stream, [s.tasks_submit, s.tasks_resume], n.dispatcher_consumer,
+        cfg.task_ack_wait_s, cfg.task_max_deliver, cfg.task_max_ack_pending,
     )
 
     await _ensure_stream(
@@ -103,27 +114,9 @@ async def declare_all(bus: Bus) -> None:
         ),
     )
 
-    await _ensure_stream(
-        bus,
-        StreamConfig(
-            name=n.ingest_stream,
-            subjects=[s.ingest_jobs],
-            retention=RetentionPolicy.WORK_QUEUE,
-            storage=StorageType.FILE,
-            num_replicas=replicas,
-            duplicate_window=120.0,
-        ),
-    )
-    await _ensure_consumer(
-        bus,
-        n.ingest_stream,
-        ConsumerConfig(
-            durable_name=n.ingest_consumer,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=cfg.ingest_ack_wait_s,
-            max_deliver=cfg.ingest_max_deliver,
-            max_ack_pending=cfg.ingest_max_ack_pending,
-        ),
+    await _work_queue(
+        bus, n.ingest_stream, [s.ingest_jobs], n.ingest_consumer,
+        cfg.ingest_ack_wait_s, cfg.ingest_max_deliver, cfg.ingest_max_ack_pending,
     )
 
     await _ensure_kv(bus, KeyValueConfig(bucket=n.control_bucket, history=5, replicas=replicas))
