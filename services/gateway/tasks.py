@@ -121,26 +121,17 @@ def task_view(session: Session, user: Principal, task_id: str) -> dict[str, Any]
     task = load_owned(session, user, task_id)
     rows = list(session.exec(select(TaskNode).where(TaskNode.task_id == task.id)))
     return {
-        "id": task.id,
-        "status": task.status,
-        "user_id": task.user_id,
-        "workflow_id": task.workflow_id,
-        "created_at": aware(task.created_at),
-        "started_at": aware(task.started_at),
-        "finished_at": aware(task.finished_at),
+        **summary(task),
         "input": task.input,
         "dsl": task.dsl,
         "options": task.options,
         "output": task.output,
-        "error": task.error,
         "error_code": task.error_code,
-        "usage": usage_view(task.usage),
         "retry": task.retry,
         "chain_revision": task.chain_revision,
         "prompt_versions": task.prompt_versions,
         "guardrail_grey": task.guardrail_grey or [],
         "nodes": node_views(task, rows),
-        "links": links(task.id),
     }
 
 

@@ -39,13 +39,6 @@ DSL: dict[str, Any] = {
 
 
 @pytest.fixture
-async def gw(settings: Settings) -> AsyncIterator[EmbeddedGateway]:
-    gateway = await EmbeddedGateway(settings.model_copy(update={"rate_limit_per_min": 100_000})).start()
-    yield gateway
-    await gateway.stop()
-
-
-@pytest.fixture
 async def admin(gw: EmbeddedGateway) -> AsyncIterator[httpx.AsyncClient]:
     headers = {"Authorization": f"Bearer {mint_token(gw.settings, 'root', admin=True)}"}
     async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=10) as c:

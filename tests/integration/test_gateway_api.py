@@ -69,13 +69,6 @@ def bearer(settings: Settings, user: str, admin: bool = False) -> dict[str, str]
 
 
 @pytest.fixture
-async def gw(settings: Settings) -> AsyncIterator[EmbeddedGateway]:
-    gateway = await EmbeddedGateway(settings.model_copy(update={"rate_limit_per_min": 100_000})).start()
-    yield gateway
-    await gateway.stop()
-
-
-@pytest.fixture
 async def alice(gw: EmbeddedGateway) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=gw.url, headers=bearer(gw.settings, "alice"), timeout=10) as c:
         yield c

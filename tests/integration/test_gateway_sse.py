@@ -17,7 +17,6 @@ from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.bus.events import EventPublisher
 from shared.contract.events import DoneEvent, NodeEndEvent, NodeStartEvent, StatusEvent, TokenEvent
-from shared.settings import Settings
 
 DSL: dict[str, Any] = {
     "version": "1",
@@ -36,13 +35,6 @@ class Frame:
     id: int | None
     event: str
     data: dict[str, Any]
-
-
-@pytest.fixture
-async def gw(settings: Settings) -> AsyncIterator[EmbeddedGateway]:
-    gateway = await EmbeddedGateway(settings.model_copy(update={"rate_limit_per_min": 100_000})).start()
-    yield gateway
-    await gateway.stop()
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from services.tools_go_equiv.ids import now
+
 _NAMED = re.compile(r"(?<![:\w]):(\w+)")
 # Bound parameters per multi-row statement: below SQLite's 32,766 and PostgreSQL's 65,535.
 VALUES_PARAMS = 30_000
@@ -76,3 +78,18 @@ class Sql:
         """`(:name0, :name1, …)` and its parameters, for `WHERE x IN …` with named parameters."""
         params = {f"{name}{i}": v for i, v in enumerate(values)}
         return f"({', '.join(':' + k for k in params) or 'NULL'})", params
+
+
+def update_row(conn: Connection, table: str, columns: frozenset[str], row_id: str, values: Mapping[str, Any]) -> None:
+    """`UPDATE table SET <values>, updated_at = now WHERE id = row_id`; only the named columns may
+    be set (the column names go into the SQL text)."""
+    unknown = set(values) - columns
+    if unknown:
+        raise ValueError(f"not {table} columns: {unknown}")
+    sql = Sql(conn)
+    assignments = ", ".join(f"{k} = :{k}" for k in sorted(values))
+    sql.execute(
+        f"UPDATE {table} SET {assignments}, updated_at = :updated_at WHERE id = :id",
+        {**values, "updated_at": sql.ts(now()), "id": row_id},
+    )
+

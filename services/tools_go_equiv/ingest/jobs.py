@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from services.tools_go_equiv.db.schema import jobs
-from services.tools_go_equiv.db.sql import Sql
+from services.tools_go_equiv.db.sql import Sql, update_row
 from services.tools_go_equiv.ids import now
 from services.tools_go_equiv.kb import store
 from services.tools_go_equiv.kb.store import DocumentGone
@@ -41,15 +41,7 @@ _JOB_COLUMNS = frozenset({"status", "stage", "done", "total", "attempts", "chunk
 
 
 def set_job(conn: Connection, job_id: str, **values: Any) -> None:
-    unknown = set(values) - _JOB_COLUMNS
-    if unknown:
-        raise ValueError(f"not job columns: {unknown}")
-    sql = Sql(conn)
-    assignments = ", ".join(f"{k} = :{k}" for k in sorted(values))
-    sql.execute(
-        f"UPDATE kb_ingest_jobs SET {assignments}, updated_at = :updated_at WHERE id = :id",
-        {**values, "updated_at": sql.ts(now()), "id": job_id},
-    )
+    update_row(conn, "kb_ingest_jobs", _JOB_COLUMNS, job_id, values)
 
 
 def start_attempt(conn: Connection, job_id: str, doc_id: str, kb_id: str, attempt: int) -> None:

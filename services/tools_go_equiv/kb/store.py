@@ -18,7 +18,7 @@ from sqlalchemy import Connection, delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
 from services.tools_go_equiv.db.schema import chunks, documents, embeddings, facts, jobs, kbs
-from services.tools_go_equiv.db.sql import Sql
+from services.tools_go_equiv.db.sql import Sql, update_row
 from services.tools_go_equiv.ids import new_id, now
 from services.tools_go_equiv.kb.chunk import Chunk
 from services.tools_go_equiv.kb.facts import Fact
@@ -377,15 +377,7 @@ _DOC_COLUMNS = frozenset({"status", "chunks", "error", "title"})
 
 
 def set_document(conn: Connection, doc_id: str, **values: Any) -> None:
-    unknown = set(values) - _DOC_COLUMNS
-    if unknown:
-        raise ValueError(f"not document columns: {unknown}")
-    sql = Sql(conn)
-    assignments = ", ".join(f"{k} = :{k}" for k in sorted(values))
-    sql.execute(
-        f"UPDATE kb_documents SET {assignments}, updated_at = :updated_at WHERE id = :id",
-        {**values, "updated_at": sql.ts(now()), "id": doc_id},
-    )
+    update_row(conn, "kb_documents", _DOC_COLUMNS, doc_id, values)
 
 
 def count_chunks(conn: Connection, doc_id: str) -> int:
