@@ -21,9 +21,10 @@ from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.records import apply_events
 from services.gateway.tables import IdempotencyKey, Task, TaskNode, Workflow, aware, now
 from shared.bus import Bus
-from shared.bus.events import EventPublisher, last_event_n
+from shared.bus.events import EventPublisher, last_event, last_event_n
 from shared.contract.events import DoneEvent, StatusEvent
 from shared.contract.task import TERMINAL, CancelMessage, ResumeMessage, TaskMessage, TaskOptions
 
@@ -133,6 +134,28 @@ def task_view(session: Session, user: Principal, task_id: str) -> dict[str, Any]
         "guardrail_grey": task.guardrail_grey or [],
         "nodes": node_views(task, rows),
     }
+
+
+async def current_task_view(db: Database, bus: Bus | None, user: Principal, task_id: str) -> dict[str, Any]:
+    """The task view, never behind the task's own stream: the recorder follows the events
+    asynchronously, so a client that has just read `done` on the stream could otherwise fetch a
+    task still `running`. When the newest status event is ahead of the row it is applied here
+    first (applying is idempotent; the recorder's later copy changes nothing)."""
+    view = await db.run(task_view, user, task_id)
+    if view["status"] in TERMINAL or bus is None or not bus.nc.is_connected:
+        return view
+    try:
+        latest = await last_event(bus, task_id, "status")
+    except Exception as exc:  # the bus is down or the event unreadable: the recorded view stands
+        log.debug("no status catch-up for %s: %s", task_id, exc)
+        return view
+    if latest is None or getattr(latest, "status", view["status"]) == view["status"]:
+        return view
+    if (getattr(latest, "retry", None) or 0) < view["retry"]:
+        return view  # the last word of an earlier run: the retry already superseded it
+    if await db.run(apply_events, [latest]):
+        view = await db.run(task_view, user, task_id)
+    return view
 
 
 def summary(task: Task) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 
@@ -51,16 +50,22 @@ class EventPublisher:
             await self._pending.popleft()
 
 
+async def last_event(bus: Bus, task_id: str, channel: str) -> AnyEvent | None:
+    """The newest event stored on one of a task's channels, or None."""
+    try:
+        msg = await bus.js.get_last_msg(bus.names.events_stream, bus.subjects.events(task_id, channel))
+    except NotFoundError:
+        return None
+    return parse_event(msg.data) if msg.data else None
+
+
 async def last_event_n(bus: Bus, task_id: str) -> int:
     """The highest `n` stored for a task, so a new owner continues the numbering."""
     best = 0
     for channel in ("status", "token", "exec"):
-        try:
-            msg = await bus.js.get_last_msg(bus.names.events_stream, bus.subjects.events(task_id, channel))
-        except NotFoundError:
-            continue
-        if msg.data:
-            best = max(best, int(json.loads(msg.data).get("n", 0)))
+        event = await last_event(bus, task_id, channel)
+        if event is not None:
+            best = max(best, event.n)
     return best
 
 

@@ -316,6 +316,23 @@ async def test_task_lifecycle_follows_events(gw: EmbeddedGateway, alice: httpx.A
     assert_problem(await alice.post(f"/api/v1/tasks/{task_id}/approval", json={"decision": "approve"}), 409)
 
 
+async def test_task_view_is_never_behind_its_stream(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
+    """A client that read `done` on the stream and then fetches the task sees it done, even when
+    the recorder has not caught up (here: it is stopped)."""
+    await gw.app.state.recorder.stop()
+    task_id = await submit(alice)
+    pub = EventPublisher(gw.app.state.bus, task_id)
+    await pub.emit(StatusEvent(task_id=task_id, status="running"))
+    assert (await alice.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "running"
+    await pub.emit(StatusEvent(task_id=task_id, status="done"))
+    await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "Hi"}))
+    await pub.flush()
+    body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
+    assert body["status"] == "done" and body["output"] == {"out": "Hi"} and body["finished_at"]
+    listed = (await alice.get("/api/v1/tasks?status=done")).json()["items"]
+    assert [t["id"] for t in listed] == [task_id]
+
+
 async def test_pagination_walks_every_task_once(alice: httpx.AsyncClient) -> None:
     created = [await submit(alice) for _ in range(5)]
     seen: list[str] = []

@@ -97,11 +97,13 @@ async def test_kb_lifecycle_over_http(api: Api) -> None:
     # Replaying the stream of a finished job ends by itself.
     assert [k for k, _ in await sse_events(a, f"/kb/ingest/{job['job_id']}/stream")] == kinds
 
-    upload = await a.post("/kb/handbook/documents", files={"file": ("travel.docx", a_docx())}, data={"title": "Travel"})
+    # The same bytes twice (a .docx made twice differs: it carries its creation time).
+    travel_docx = a_docx()
+    upload = await a.post("/kb/handbook/documents", files={"file": ("travel.docx", travel_docx)}, data={"title": "Travel"})
     assert upload.status_code == 202
     travel = upload.json()
     assert (await api.tools.wait_job(travel["job_id"])).status == "done"
-    again = await a.post("/kb/handbook/documents", files={"file": ("copy.docx", a_docx())})
+    again = await a.post("/kb/handbook/documents", files={"file": ("copy.docx", travel_docx)})
     assert again.status_code == 200 and again.json()["duplicate"] is True
     assert again.json()["document_id"] == travel["document_id"] and "nothing to do" in again.json()["detail"]
 

@@ -48,8 +48,8 @@ async def list_tasks(
 
 
 @router.get("/{task_id}")
-async def get_task(task_id: str, user: CurrentUser, db: DatabaseDep) -> dict[str, Any]:
-    return await db.run(svc.task_view, user, task_id)
+async def get_task(task_id: str, user: CurrentUser, db: DatabaseDep, bus: MaybeBusDep) -> dict[str, Any]:
+    return await svc.current_task_view(db, bus, user, task_id)
 
 
 @router.post("/{task_id}/cancel", status_code=202, responses={409: {"description": "already ended"}})
