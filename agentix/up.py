@@ -77,15 +77,19 @@ class Suite:
         return None
 
 
-def _wait_ready(url: str, suite: Suite, timeout_s: float = 90.0) -> bool:
+def wait_ready(url: str, suite: Suite, timeout_s: float = 90.0) -> bool:
+    """Until the gateway is ready and every service of the suite has sent a heartbeat (a tool
+    service that is still starting would fail a first task's tool node as `unknown_tool`)."""
+    wanted = {name for name, _ in SERVICES if name != "gateway"}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if suite.dead():
             return False
         try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+            resp = httpx.get(f"{url}/ready", timeout=2)
+            if resp.status_code == 200 and wanted <= set(resp.json().get("services", {})):
                 return True
-        except httpx.HTTPError:
+        except (httpx.HTTPError, ValueError):
             pass
         time.sleep(0.3)
     return False
@@ -122,7 +126,7 @@ def up(data_dir: Path, port: int, nats_url: str | None, host: str = "127.0.0.1")
             args = ["--port", str(port), "--host", host] if name == "gateway" else []
             suite.spawn(name, module, args)
         api = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-        if not _wait_ready(api, suite):
+        if not wait_ready(api, suite):
             print(f"the suite did not become ready: {suite.dead() or 'timed out waiting for /ready'}", flush=True)
             return 1
         _banner(api, data_dir)

@@ -62,6 +62,16 @@ def dispatcher_check(app: FastAPI) -> dict[str, Any]:
     return {"ok": False, "error": "no fresh dispatcher heartbeat"}
 
 
+def live_services(app: FastAPI) -> dict[str, int]:
+    """Live instances per service by heartbeat: not gating readiness (the gateway takes tasks
+    without a tool service), but what `agentix up` waits for before it says the suite is up."""
+    instances = getattr(app.state, "instances", None)
+    counts: dict[str, int] = {}
+    for seen in instances.live() if instances is not None else []:
+        counts[seen.beat.service] = counts.get(seen.beat.service, 0) + 1
+    return counts
+
+
 async def readiness(app: FastAPI, require_dispatcher: bool = True) -> Readiness:
     db, nats_check, redis_check = await asyncio.gather(probe_db(app), probe_nats(app), probe_redis(app))
     checks: dict[str, dict[str, Any]] = {"database": db, "nats": nats_check}

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
-from agentix.up import SERVICES, Suite
+from agentix.up import SERVICES, Suite, wait_ready
 from shared.auth_tokens import mint_token
 from shared.natsd import NatsServer
 from shared.settings import Settings
@@ -72,22 +70,11 @@ def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> Runn
     for name, module in SERVICES:
         suite.spawn(name, module, ["--port", str(port)] if name == "gateway" else [])
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if (why := suite.dead()) is not None:
-            suite.stop()
-            nats.cleanup()
-            raise RuntimeError(f"{why}\n{tail_logs(logs)}")
-        try:
-            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    else:
+    if not wait_ready(url, suite):
+        why = suite.dead() or "suite not ready in time"
         suite.stop()
         nats.cleanup()
-        raise RuntimeError(f"suite not ready in time\n{tail_logs(logs)}")
+        raise RuntimeError(f"{why}\n{tail_logs(logs)}")
     settings = Settings(data_dir=data_dir, nats_servers=[nats.url], subject_prefix=env["AGENTIX_SUBJECT_PREFIX"])
     return RunningSuite(url, settings, suite, nats, env)
 

@@ -164,7 +164,7 @@ def _run_task(suite: RunningSuite) -> str:
     while time.monotonic() < deadline:
         task = httpx.get(f"{suite.url}/api/v1/tasks/{task_id}", headers=suite.headers(), timeout=10).json()
         if task["status"] not in ("submitted", "queued", "running"):
-            assert task["status"] == "done", task
+            assert task["status"] == "done", (task["status"], task.get("error_code"), task.get("error"))
             return task_id
         time.sleep(0.2)
     raise AssertionError(f"task {task_id} did not finish")

@@ -281,7 +281,8 @@ async def test_status_lists_instances_breakers_tools_and_drops_the_dead(
         assert tools["echo"]["requests"] == 2 and tools["echo"]["errors"] == 1
         assert tools["echo"]["metadata"]["agent"] == "true" and tools["echo"]["last_error"].startswith("nope")
         assert body["tools"]["tools-go"]["instances"] == 1
-        assert (await admin.get("/ready")).status_code == 200
+        ready = await admin.get("/ready")
+        assert ready.status_code == 200 and ready.json()["services"]["dispatcher"] == 2
 
         await d1.stop()  # killed: no more beats
 
@@ -294,7 +295,7 @@ async def test_status_lists_instances_breakers_tools_and_drops_the_dead(
         assert [i["instance"] for i in body["lost"]] == ["d1"]
         await d2.stop()
         ready = await eventually(lambda: _not_ready(admin), attempts=1000)
-        assert ready["failed"] == ["dispatcher"]
+        assert ready["failed"] == ["dispatcher"] and "dispatcher" not in ready["services"]
     finally:
         await d1.stop()
         await d2.stop()

@@ -99,7 +99,9 @@ async def test_kb_lifecycle_over_http(api: Api) -> None:
 
     # The same bytes twice (a .docx made twice differs: it carries its creation time).
     travel_docx = a_docx()
-    upload = await a.post("/kb/handbook/documents", files={"file": ("travel.docx", travel_docx)}, data={"title": "Travel"})
+    upload = await a.post(
+        "/kb/handbook/documents", files={"file": ("travel.docx", travel_docx)}, data={"title": "Travel"}
+    )
     assert upload.status_code == 202
     travel = upload.json()
     assert (await api.tools.wait_job(travel["job_id"])).status == "done"

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from services.gateway.metrics import CONTENT_TYPE
-from services.gateway.readiness import readiness
+from services.gateway.readiness import live_services, readiness
 from services.gateway.stats import task_counts
 
 router = APIRouter(tags=["operations"])
@@ -23,7 +23,7 @@ async def health() -> dict[str, str]:
 async def ready(request: Request) -> Any:
     result = await readiness(request.app)
     if result.ready:
-        return {"status": "ready", "checks": result.checks}
+        return {"status": "ready", "checks": result.checks, "services": live_services(request.app)}
     failed = [name for name, c in result.checks.items() if not c["ok"]]
     body = {
         "type": "https://agentix.dev/problems/not-ready",
@@ -34,6 +34,7 @@ async def ready(request: Request) -> Any:
         "request_id": getattr(request.state, "request_id", None),
         "failed": failed,
         "checks": result.checks,
+        "services": live_services(request.app),
     }
     return JSONResponse(body, status_code=503, media_type="application/problem+json")
 
