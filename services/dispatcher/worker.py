@@ -9,8 +9,8 @@ checkpoints to KV, emits events, and acks only at a terminal state or when the t
   that arrives before its deadline is nak'ed with the remaining delay (durable, crash-proof).
 - `max_deliver` exhausted: the task is recorded `failed` with code `redelivery_exhausted` (status
   and done events) and the message removed — by the handler itself when its last delivery
-  crashes, else on the MAX_DELIVERIES advisory (its dispatchers died; one live dispatcher of the
-  queue group handles it).
+  crashes, else on the MAX_DELIVERIES advisory (its dispatchers died), which the dead-letter
+  stream keeps until a live dispatcher has recorded it.
 - Tracing: each message is handled in a span parented to the sender's context (the gateway's
   HTTP request); nodes, model calls and tool calls are child spans.
 - `drain()` (SIGTERM): stop pulling, let in-flight work finish within a grace period, then stop
@@ -48,6 +48,7 @@ from services.dispatcher.llm.failover import PinnedLLM
 from services.dispatcher.llm.pool import ModelPool
 from services.dispatcher.llm.react import ReactAgent
 from shared.bus import Bus
+from shared.bus.dead_letters import DeadLetters
 from shared.bus.events import EventPublisher, last_event_n
 from shared.bus.tools import ToolClient
 from shared.bus.tracing import consumer_span
@@ -117,6 +118,7 @@ class Worker:
         self.store: KVCheckpointStore | None = None
         self.max_deliver = self.settings.task_max_deliver
         self._psub: Any = None
+        self._dead: DeadLetters | None = None
 
     @property
     def inflight(self) -> int:
@@ -130,8 +132,8 @@ class Worker:
         nc = self.bus.nc
         self._subs.append(await nc.subscribe(s.cancel_all, cb=self._on_cancel))
         self._subs.append(await nc.subscribe(s.cancel_all, queue="dispatcher-parked", cb=self._on_cancel_parked))
-        advisory = f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{n.tasks_stream}.{n.dispatcher_consumer}"
-        self._subs.append(await nc.subscribe(advisory, queue="dispatcher-advisory", cb=self._on_max_deliveries))
+        self._dead = DeadLetters(self.bus, n.dispatcher_consumer, self._on_max_deliveries)
+        await self._dead.start()
         with contextlib.suppress(Exception):  # the consumer may predate the current settings
             info = await self.bus.js.consumer_info(n.tasks_stream, n.dispatcher_consumer)
             self.max_deliver = info.config.max_deliver or self.max_deliver
@@ -145,6 +147,8 @@ class Worker:
             self._pull_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._pull_task
+        if self._dead is not None:
+            await self._dead.stop()
         # The pull subscription too: a fetch cut short can leave its queue unfinished, and the
         # connection's drain at exit would then wait out its timeout.
         for sub in [*self._subs, *([self._psub] if self._psub is not None else [])]:
@@ -390,23 +394,23 @@ class Worker:
         except Exception:  # e.g. NATS is down: the advisory (or a later redelivery) handles it
             log.exception("recording an exhausted task failed")
 
-    async def _on_max_deliveries(self, msg: Msg) -> None:
+    async def _on_max_deliveries(self, seq: int, deliveries: int) -> None:
+        """Every delivery of the message at `seq` ended without an answer (its dispatchers died);
+        raising leaves the dead letter to be tried again."""
+        stream = self.bus.names.tasks_stream
         try:
-            advisory = json.loads(msg.data)
-            seq = int(advisory["stream_seq"])
-            stream = self.bus.names.tasks_stream
-            try:
-                raw = await self.bus.js.get_msg(stream, seq)
-            except NotFoundError:
-                return
-            data = raw.data or b""
+            raw = await self.bus.js.get_msg(stream, seq)
+        except NotFoundError:  # already handled (or the stream was purged)
+            return
+        data = raw.data or b""
+        try:
             task_id = json.loads(data).get("task_id") if data else None
-            if task_id:
-                await self._record_exhausted(task_id, int(advisory.get("deliveries", 0)))
-            with contextlib.suppress(Exception):
-                await self.bus.js.delete_msg(stream, seq)
-        except Exception:
-            log.exception("handling a MAX_DELIVERIES advisory failed")
+        except ValueError:
+            task_id = None
+        if task_id:
+            await self._record_exhausted(str(task_id), deliveries)
+        with contextlib.suppress(NotFoundError):
+            await self.bus.js.delete_msg(stream, seq)
 
     async def _record_exhausted(self, task_id: str, deliveries: int) -> None:
         assert self.store is not None

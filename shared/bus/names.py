@@ -89,9 +89,24 @@ class Names:
     def ingest_stream(self) -> str:
         return f"{self.stream_prefix}_INGEST"
 
+    @property
+    def dead_stream(self) -> str:
+        """The work queues' MAX_DELIVERIES advisories, kept until a live service records them."""
+        return f"{self.stream_prefix}_DEAD"
+
     dispatcher_consumer: str = "dispatcher"
     recorder_consumer: str = "recorder"
     ingest_consumer: str = "ingest"
+
+    @staticmethod
+    def dead_consumer(consumer: str) -> str:
+        """The durable consumer of the dead-letter stream that serves work consumer `consumer`."""
+        return f"{consumer}-dead"
+
+    @staticmethod
+    def exhausted_subject(stream: str, consumer: str) -> str:
+        """Where the server announces that `consumer` gave up on a message of `stream`."""
+        return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{consumer}"
 
     @property
     def control_bucket(self) -> str:

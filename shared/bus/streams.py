@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentix.bus.streams")
 
 CHECKPOINT_TTL_S = 30 * 24 * 3600
+DEAD_LETTER_MAX_AGE_S = 7 * 24 * 3600
 
 
 async def _ensure_stream(bus: Bus, config: StreamConfig) -> None:
@@ -78,6 +79,37 @@ async def _work_queue(
     )
 
 
+async def _dead_letters(bus: Bus, queues: list[tuple[str, str]]) -> None:
+    """The server announces a message that used up `max_deliver` with a core advisory, which is
+    lost when no service listens at that moment (every worker of the queue had died). A stream
+    keeps those advisories, and one durable consumer per work queue hands each to a live worker
+    whenever one runs, so an exhausted task or job always ends recorded as failed."""
+    n = bus.names
+    await _ensure_stream(
+        bus,
+        StreamConfig(
+            name=n.dead_stream,
+            subjects=[n.exhausted_subject(stream, consumer) for stream, consumer in queues],
+            retention=RetentionPolicy.WORK_QUEUE,
+            storage=StorageType.FILE,
+            num_replicas=bus.settings.js_replicas,
+            max_age=float(DEAD_LETTER_MAX_AGE_S),
+        ),
+    )
+    for stream, consumer in queues:
+        await _ensure_consumer(
+            bus,
+            n.dead_stream,
+            ConsumerConfig(
+                durable_name=n.dead_consumer(consumer),
+                ack_policy=AckPolicy.EXPLICIT,
+                filter_subject=n.exhausted_subject(stream, consumer),
+                ack_wait=30.0,
+                max_deliver=-1,  # recording the failure must eventually succeed
+            ),
+        )
+
+
 async def declare_all(bus: Bus) -> None:
     s, n, cfg = bus.subjects, bus.names, bus.settings
     replicas = cfg.js_replicas
@@ -118,6 +150,7 @@ async def declare_all(bus: Bus) -> None:
         bus, n.ingest_stream, [s.ingest_jobs], n.ingest_consumer,
         cfg.ingest_ack_wait_s, cfg.ingest_max_deliver, cfg.ingest_max_ack_pending,
     )
+    await _dead_letters(bus, [(n.tasks_stream, n.dispatcher_consumer), (n.ingest_stream, n.ingest_consumer)])
 
     await _ensure_kv(bus, KeyValueConfig(bucket=n.control_bucket, history=5, replicas=replicas))
     await _ensure_kv(

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
+from shared.bus.dead_letters import DeadLetters
 from shared.bus.events import EventPublisher, last_event_n, read_events
 from shared.bus.heartbeat import Heartbeater, gather_health, serve_health
 from shared.bus.tools import ToolClient, ToolContext, ToolFailure, ToolRegistry, serve_tools
@@ -155,3 +156,34 @@ async def test_dedupe_by_msg_id(bus: Bus, n: int) -> None:
         ack = await bus.js_publish(bus.subjects.tasks_submit, StatusEvent(task_id="x", status="s"), msg_id="x")
         dup.append(ack.duplicate)
     assert dup == [None, True, True] or dup == [False, True, True]
+
+
+async def test_dead_letters_wait_for_a_worker_and_are_retried_until_recorded(bus: Bus) -> None:
+    """An exhaustion advisory nobody heard is kept; a handler that fails gets it again."""
+    n = bus.names
+    subject = n.exhausted_subject(n.tasks_stream, n.dispatcher_consumer)
+    await bus.nc.publish(subject, b'{"stream_seq": 42, "deliveries": 3}')
+    await bus.nc.publish(n.exhausted_subject(n.ingest_stream, n.ingest_consumer), b'{"stream_seq": 7}')
+    await bus.nc.flush()
+    calls: list[tuple[int, int]] = []
+    recorded = asyncio.Event()
+
+    async def record(seq: int, deliveries: int) -> None:
+        calls.append((seq, deliveries))
+        if len(calls) == 1:
+            raise ConnectionError("the database is away")
+        recorded.set()
+
+    dead = DeadLetters(bus, n.dispatcher_consumer, record, retry_delay_s=0.2)
+    await dead.start()
+    try:
+        await asyncio.wait_for(recorded.wait(), 10)
+        for _ in range(100):
+            if (await bus.js.consumer_info(n.dead_stream, n.dead_consumer(n.dispatcher_consumer))).num_ack_pending == 0:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await dead.stop()
+    assert calls == [(42, 3), (42, 3)]  # only its own queue's letter, the second time recorded
+    info = await bus.js.stream_info(n.dead_stream)
+    assert info.state.messages == 1  # acked and gone; the ingest letter waits for an ingest worker

@@ -4,7 +4,8 @@ and a done event, instead of being retried forever or forgotten (consumer `max_d
 - a poison task (its checkpoint is garbage, so every delivery crashes the handler) is ended by
   the dispatcher on its last delivery;
 - a task whose dispatcher processes are SIGKILLed on both deliveries is ended by a live
-  dispatcher on JetStream's MAX_DELIVERIES advisory.
+  dispatcher on JetStream's MAX_DELIVERIES advisory — or, when no dispatcher was alive to hear
+  it, by the next one to start (the dead-letter stream kept the advisory).
 
 And a checkpoint over NATS max_payload, which used to crash every delivery, now ends the task at
 once with `checkpoint_too_large`.
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NotFoundError
 from pydantic import BaseModel
 
@@ -144,7 +146,14 @@ async def test_a_poison_task_fails_on_its_last_delivery(setup: tuple[Settings, B
     assert await tasks_left(bus) == 0
 
 
-async def test_dispatchers_killed_on_every_delivery(setup: tuple[Settings, Bus], tmp_path: Path) -> None:
+async def dead_letters(bus: Bus) -> int:
+    return (await bus.js.stream_info(bus.names.dead_stream)).state.messages
+
+
+@pytest.mark.parametrize("live_at_exhaustion", [True, False], ids=["live", "none-alive"])
+async def test_dispatchers_killed_on_every_delivery(
+    setup: tuple[Settings, Bus], tmp_path: Path, live_at_exhaustion: bool
+) -> None:
     settings, bus = setup
     holders: list[str] = []
     entered = asyncio.Event()
@@ -178,12 +187,26 @@ async def test_dispatchers_killed_on_every_delivery(setup: tuple[Settings, Bus],
                              TaskMessage(task_id="t-dies", user_id="u1", dsl=line_dsl("hold")), msg_id="t-dies")
         await kill(await holding_dispatcher())  # delivery 1
         last = await holding_dispatcher()  # delivery 2, the last one
-        # A live dispatcher that never gets the task (no delivery is left) hears the advisory.
+        if not live_at_exhaustion:  # nobody hears the advisory: it must wait in the dead letters
+            await kill(last)
+            # The server announces the exhaustion when it next looks for work to hand out — here
+            # to one more dispatcher that asks and dies before it could hear anything.
+            doomed = await bus.js.pull_subscribe_bind(durable=bus.names.dispatcher_consumer,
+                                                      stream=bus.names.tasks_stream)
+            with contextlib.suppress(NatsTimeout, TimeoutError):
+                assert not await doomed.fetch(1, timeout=3)
+            await doomed.unsubscribe()
+            for _ in range(int(TIMEOUT_S / 0.05)):
+                if await dead_letters(bus):
+                    break
+                await asyncio.sleep(0.05)
+            assert await dead_letters(bus) == 1
+        # A live dispatcher that never gets the task (no delivery is left) records the failure.
         async with dispatcher(settings):
             await kill(last)
             events = await all_events(bus, "t-dies")
             for _ in range(int(TIMEOUT_S / 0.05)):  # the advisory's handler deletes it after the events
-                if not await tasks_left(bus):
+                if not await tasks_left(bus) and not await dead_letters(bus):
                     break
                 await asyncio.sleep(0.05)
     finally:
@@ -202,6 +225,7 @@ async def test_dispatchers_killed_on_every_delivery(setup: tuple[Settings, Bus],
     assert cp.nodes["in"].status == "done"  # the progress stays for a retry
     with contextlib.suppress(NotFoundError):
         assert await tasks_left(bus) == 0
+    assert await dead_letters(bus) == 0  # the dead letter is acked once the failure is recorded
 
 
 class SizeArgs(BaseModel):

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from pathlib import Path
 
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NotFoundError
 
+from services.tools_go_equiv.db.engine import Db
+from services.tools_go_equiv.kb import store
 from shared.bus.events import read_events
+from shared.contract.ingest import IngestJob
 from shared.settings import Settings
 from tests.integration.test_tools_support import InProcess, Process, Rows, Tools, connected, service_env
 
@@ -160,5 +165,57 @@ async def test_large_documents_go_through_the_object_store(settings: Settings) -
             except NotFoundError:
                 leftovers = []
             assert leftovers == []
+        finally:
+            await services.stop()
+
+
+async def test_a_job_exhausted_while_no_worker_lives_is_failed_by_the_next_one(settings: Settings) -> None:
+    """Its workers died on every delivery, and none was alive to hear the MAX_DELIVERIES
+    advisory: the dead-letter stream keeps it, and the next worker to start records the failure."""
+    cfg = settings.model_copy(update={"ingest_ack_wait_s": 1.0, "ingest_max_deliver": 2})
+    async with connected(cfg) as bus:
+        services = await InProcess(cfg).start()
+        tools = Tools(bus)
+        await tools.ready()
+        kb = await tools("kb_create", name="orphans")
+        await services.stop()  # from here on no worker lives
+
+        db = Db(cfg.db_url("tools"))
+        with db.tx() as conn:
+            reg = store.register_document(conn, kb["id"], "alice", "Lost", "lost.md", "text/markdown", "h1", 5)
+        db.close()
+        job = IngestJob(job_id=reg.job_id, kb=kb["id"], document_id=reg.document_id, user_id="alice",
+                        title="Lost", text="hello", content_hash="h1")  # fmt: skip
+        await bus.js_publish(bus.subjects.ingest_jobs, job, msg_id=job.msg_id)
+        # A "worker" that takes the job and dies each time: both deliveries expire unanswered.
+        doomed = await bus.js.pull_subscribe_bind(durable=bus.names.ingest_consumer, stream=bus.names.ingest_stream)
+        for _ in range(2):
+            [msg] = await doomed.fetch(1, timeout=10)
+            assert msg.metadata.num_delivered == _ + 1
+        # The server announces the exhaustion when it next looks for work to hand out, here to a
+        # worker that asks and then dies too: nobody hears the advisory.
+        with contextlib.suppress(NatsTimeout, TimeoutError):
+            await doomed.fetch(1, timeout=2)
+        await doomed.unsubscribe()
+        dead = bus.names.dead_stream
+        for _ in range(200):
+            if (await bus.js.stream_info(dead)).state.messages:
+                break
+            await asyncio.sleep(0.05)
+        assert (await bus.js.stream_info(dead)).state.messages == 1
+
+        services = await InProcess(cfg).start()
+        try:
+            done = await tools.wait_job(job.job_id)
+            assert done.status == "failed" and "redelivery exhausted" in (done.error or "")
+            state = await tools("kb_job_get", job_id=job.job_id)
+            assert state["status"] == "failed" and "redelivery exhausted" in state["error"]
+            for _ in range(100):
+                left = (await bus.js.stream_info(bus.names.ingest_stream)).state.messages
+                if not left and not (await bus.js.stream_info(dead)).state.messages:
+                    break
+                await asyncio.sleep(0.05)
+            assert (await bus.js.stream_info(bus.names.ingest_stream)).state.messages == 0
+            assert (await bus.js.stream_info(dead)).state.messages == 0
         finally:
             await services.stop()

@@ -6,13 +6,12 @@ small documents are embedded together and committed in one transaction, and each
 only after the commit that made it durable. Leases are renewed every ack_wait/3 while a batch
 runs. A failing job is retried with backoff; on its last delivery it is marked `failed` with the
 reason and terminated. A job whose worker died on every attempt is caught by the
-MAX_DELIVERIES advisory and marked too."""
+MAX_DELIVERIES advisory (kept in the dead-letter stream) and marked too."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +29,7 @@ from services.tools_go_equiv.ingest.pipeline import IngestError, JobGone, Work, 
 from services.tools_go_equiv.kb.embed import EmbedderUnavailable
 from services.tools_go_equiv.kb.store import DocumentGone
 from services.tools_go_equiv.runtime import Runtime
+from shared.bus.dead_letters import DeadLetters
 from shared.bus.events import EventPublisher, last_event_n
 from shared.bus.tracing import consumer_span, extract_context
 from shared.contract.events import DoneEvent, StatusEvent
@@ -37,7 +37,6 @@ from shared.contract.ingest import IngestJob
 
 log = logging.getLogger("agentix.tools_go.ingest")
 tracer = trace.get_tracer("agentix.tools_go.ingest")
-ADVISORY = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{consumer}"
 FETCH_WAIT_S = 0.5
 MAX_BATCH = 64  # jobs per batch (and per transaction) at most
 Pending = dict[int, Msg]  # the messages of a batch not yet acked, nak'ed or terminated, by id()
@@ -64,7 +63,7 @@ class IngestWorker:
         self._loop_task: asyncio.Task | None = None
         self._stopping = asyncio.Event()
         self._sub: Any = None
-        self._advisories: Any = None
+        self._dead: DeadLetters | None = None
         self.done = 0
         self.failed = 0
 
@@ -87,11 +86,8 @@ class IngestWorker:
             self.capacity = info.config.max_ack_pending
             self._size_batches()
         self._sub = await self.bus.js.pull_subscribe_bind(durable=names.ingest_consumer, stream=names.ingest_stream)
-        self._advisories = await self.bus.nc.subscribe(
-            ADVISORY.format(stream=names.ingest_stream, consumer=names.ingest_consumer),
-            queue=f"{self.bus.settings.subject_prefix}-ingest-advisory",
-            cb=self._on_exhausted,
-        )
+        self._dead = DeadLetters(self.bus, names.ingest_consumer, self._on_exhausted)
+        await self._dead.start()
         self._loop_task = asyncio.create_task(self._loop(), name="ingest-worker")
 
     async def _loop(self) -> None:
@@ -296,24 +292,26 @@ class IngestWorker:
             await objects.delete_quietly(bucket, job.content_ref)
             await objects.delete_quietly(bucket, f"{job.content_ref}.parsed.json")
 
-    async def _on_exhausted(self, msg: Msg) -> None:
-        """Every delivery ended without an answer (the worker died or hung each time)."""
+    async def _on_exhausted(self, seq: int, deliveries: int) -> None:
+        """Every delivery of the job at `seq` ended without an answer (the worker died or hung
+        each time); raising leaves the dead letter to be tried again."""
+        stream = self.bus.names.ingest_stream
         try:
-            seq = int(json.loads(msg.data)["stream_seq"])
-            stream = self.bus.names.ingest_stream
             raw = await self.bus.js.get_msg(stream, seq)
-            job = IngestJob.from_bytes(raw.data or b"")
-        except (KeyError, ValueError, ValidationError, NotFoundError) as exc:
-            log.debug("max-deliveries advisory not actionable: %s", exc)
+        except NotFoundError:  # already handled
             return
-        reason = f"redelivery exhausted: no worker finished the job in {self.max_deliver} attempts"
-        log.warning("ingest job %s: %s", job.job_id, reason)
-        with contextlib.suppress(Exception):
+        try:
+            job = IngestJob.from_bytes(raw.data or b"")
+        except (ValueError, ValidationError) as exc:
+            log.warning("an exhausted ingest message is unreadable (%s); removing it", exc)
+        else:
+            reason = f"redelivery exhausted: no worker finished the job in {deliveries or self.max_deliver} attempts"
+            log.warning("ingest job %s: %s", job.job_id, reason)
             await self.rt.db.run(self._fail_if_present, job, reason)
-        events = EventPublisher(self.bus, job.job_id, start_n=await last_event_n(self.bus, job.job_id))
-        await self._cleanup(job)
-        await self._finish_failed(events, job, reason)
-        with contextlib.suppress(Exception):
+            events = EventPublisher(self.bus, job.job_id, start_n=await last_event_n(self.bus, job.job_id))
+            await self._cleanup(job)
+            await self._finish_failed(events, job, reason)
+        with contextlib.suppress(NotFoundError):
             await self.bus.js.delete_msg(stream, seq)
 
     async def stop(self, timeout_s: float = 25.0) -> None:
@@ -329,7 +327,8 @@ class IngestWorker:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending, timeout=5)
-        for sub in (self._advisories, self._sub):
+        if self._dead is not None:
+            await self._dead.stop()
+        if self._sub is not None:
             with contextlib.suppress(Exception):
-                if sub is not None:
-                    await sub.unsubscribe()
+                await self._sub.unsubscribe()
