@@ -85,7 +85,8 @@ def scripted_llm() -> Iterator[OpenAIServer]:
 def console_env(running_suite: RunningSuite, scripted_llm: OpenAIServer) -> dict[str, str]:
     user, password = "console-admin", secrets.token_urlsafe(16)
     added = subprocess.run(
-        [sys.executable, "-m", "services.gateway", "user", "add", user, "--admin", "--password", password],
+        # `--password=…`: a random password may begin with "-", which argparse would take for an option.
+        [sys.executable, "-m", "services.gateway", "user", "add", user, "--admin", f"--password={password}"],
         env=running_suite.env,
         capture_output=True,
         text=True,
