@@ -24,7 +24,7 @@ from services.gateway.problems import ApiProblem
 from services.gateway.records import apply_events
 from services.gateway.tables import IdempotencyKey, Task, TaskNode, Workflow, aware, now
 from shared.bus import Bus
-from shared.bus.events import EventPublisher, last_event, last_event_n
+from shared.bus.events import EventPublisher, last_event, last_event_n, read_events
 from shared.contract.events import DoneEvent, StatusEvent
 from shared.contract.task import TERMINAL, CancelMessage, ResumeMessage, TaskMessage, TaskOptions
 
@@ -139,21 +139,28 @@ def task_view(session: Session, user: Principal, task_id: str) -> dict[str, Any]
 async def current_task_view(db: Database, bus: Bus | None, user: Principal, task_id: str) -> dict[str, Any]:
     """The task view, never behind the task's own stream: the recorder follows the events
     asynchronously, so a client that has just read `done` on the stream could otherwise fetch a
-    task still `running`. When the newest status event is ahead of the row it is applied here
-    first (applying is idempotent; the recorder's later copy changes nothing)."""
+    task still `running`. When the newest status event is ahead of the row, the task's status and
+    exec events are applied here first (applying is idempotent: the recorder's copies then change
+    nothing), so status, output, usage and nodes agree."""
     view = await db.run(task_view, user, task_id)
     if view["status"] in TERMINAL or bus is None or not bus.nc.is_connected:
         return view
     try:
         latest = await last_event(bus, task_id, "status")
-    except Exception as exc:  # the bus is down or the event unreadable: the recorded view stands
-        log.debug("no status catch-up for %s: %s", task_id, exc)
+        if latest is None or getattr(latest, "status", view["status"]) == view["status"]:
+            return view
+        events = [e async for _, e in read_events(bus, task_id, channels=("status", "exec"), follow=False)]
+    except Exception as exc:  # the bus is failing or an event is unreadable: the recorded view stands
+        log.debug("no catch-up for %s: %s", task_id, exc)
         return view
-    if latest is None or getattr(latest, "status", view["status"]) == view["status"]:
-        return view
-    if (getattr(latest, "retry", None) or 0) < view["retry"]:
-        return view  # the last word of an earlier run: the retry already superseded it
-    if await db.run(apply_events, [latest]):
+    if view["retry"]:
+        # Only the current run's events: its first `running` names the retry; earlier runs'
+        # events were applied before the retry and must not be replayed over it.
+        starts = [i for i, e in enumerate(events) if isinstance(e, StatusEvent) and e.retry == view["retry"]]
+        if not starts:
+            return view
+        events = events[starts[0]:]
+    if await db.run(apply_events, events):
         view = await db.run(task_view, user, task_id)
     return view
 

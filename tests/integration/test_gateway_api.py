@@ -319,18 +319,47 @@ async def test_task_lifecycle_follows_events(gw: EmbeddedGateway, alice: httpx.A
 async def test_task_view_is_never_behind_its_stream(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
     """A client that read `done` on the stream and then fetches the task sees it done, even when
     the recorder has not caught up (here: it is stopped)."""
+    from shared.contract.events import NodeEndEvent, NodeStartEvent
+
     await gw.app.state.recorder.stop()
     task_id = await submit(alice)
     pub = EventPublisher(gw.app.state.bus, task_id)
-    await pub.emit(StatusEvent(task_id=task_id, status="running"))
+    await pub.emit(StatusEvent(task_id=task_id, status="running", chain_revision=4))
+    await pub.flush()
     assert (await alice.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "running"
+    await pub.emit(NodeStartEvent(task_id=task_id, node_id="ans", kind="agent"))
+    await pub.emit(NodeEndEvent(task_id=task_id, node_id="ans", status="done", duration_ms=3.0, output_preview="Hi"))
     await pub.emit(StatusEvent(task_id=task_id, status="done"))
     await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "Hi"}))
     await pub.flush()
     body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
     assert body["status"] == "done" and body["output"] == {"out": "Hi"} and body["finished_at"]
+    assert body["chain_revision"] == 4
+    assert {n["id"]: n["status"] for n in body["nodes"]}["ans"] == "done"
     listed = (await alice.get("/api/v1/tasks?status=done")).json()["items"]
     assert [t["id"] for t in listed] == [task_id]
+
+
+async def test_task_view_catches_up_with_a_retried_run_only(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
+    """Catching up replays the current run's events, never the earlier run's over the retry."""
+    bus: Bus = gw.app.state.bus
+    task_id = await submit(alice)
+    pub = EventPublisher(bus, task_id)
+    await pub.emit(StatusEvent(task_id=task_id, status="running"))
+    await pub.emit(StatusEvent(task_id=task_id, status="failed", error="model down", code="unavailable"))
+    await pub.flush()
+    await wait_status(alice, task_id, "failed")
+    assert (await alice.post(f"/api/v1/tasks/{task_id}/retry")).status_code == 202
+    assert (await alice.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "submitted"
+
+    await gw.app.state.recorder.stop()
+    await pub.emit(StatusEvent(task_id=task_id, status="running", retry=1))
+    await pub.emit(StatusEvent(task_id=task_id, status="done"))
+    await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "second time"}))
+    await pub.flush()
+    body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
+    assert (body["status"], body["retry"], body["error"]) == ("done", 1, None)
+    assert body["output"] == {"out": "second time"}
 
 
 async def test_pagination_walks_every_task_once(alice: httpx.AsyncClient) -> None:
