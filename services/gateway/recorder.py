@@ -4,18 +4,16 @@ task records in step with the events. Acks only after the database commit (at le
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from typing import Any
 
-import nats.errors
 from nats.aio.msg import Msg
 
 from services.gateway.db import Database
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.records import apply_events
 from shared.bus import Bus
+from shared.bus.pull import PullLoop
 from shared.contract.events import AnyEvent, parse_event
 
 log = logging.getLogger("agentix.gateway.recorder")
@@ -26,39 +24,14 @@ class Recorder:
         self.bus = bus
         self.db = db
         self.metrics = metrics
-        self.batch = batch
-        self._task: asyncio.Task[None] | None = None
-        self._sub: Any = None
         self.applied = 0
+        self._loop = PullLoop(bus, bus.names.events_stream, bus.names.recorder_consumer, self.handle, batch=batch)
 
     async def start(self) -> None:
-        self._sub = await self.bus.js.pull_subscribe_bind(
-            durable=self.bus.names.recorder_consumer, stream=self.bus.names.events_stream
-        )
-        self._task = asyncio.create_task(self._run(), name="recorder")
+        await self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                msgs = await self._sub.fetch(self.batch, timeout=1.0)
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # disconnected: wait for the reconnect
-                log.warning("recorder fetch failed: %s", exc)
-                await asyncio.sleep(1.0)
-                continue
-            await self.handle(msgs)
+        await self._loop.stop()
 
     async def handle(self, msgs: list[Msg]) -> None:
         events: list[AnyEvent] = []
