@@ -4,6 +4,7 @@ downloads opened with python-docx / pypdf."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ import docx
 import httpx
 import pypdf
 import pytest
+from nats.js.errors import NotFoundError
 
 from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
@@ -154,6 +156,51 @@ async def test_large_json_upload_goes_through_the_object_store(api: Api) -> None
     assert queued.status_code == 202
     done = await api.tools.wait_job(queued.json()["job_id"], timeout_s=90)
     assert done.status == "done" and done.chunks > 100
+
+
+async def test_batch_upload_one_item_per_document_in_order(api: Api) -> None:
+    a = api.alice
+    await a.post("/kb", json={"name": "bulk"})
+    first = {"title": "Trains", "text": "Book trains for journeys under four hours."}
+    assert (await a.post("/kb/bulk/documents", json=first)).status_code == 202  # already in the KB
+    docs = [
+        {"title": "Hotels", "text": "Hotels up to 150 euros a night need no approval."},
+        first,  # identical content already ingested
+        {"title": "Taxis", "text": "Taxis after 22:00 are paid by the Berlin office."},
+        {"title": "Hotels again", "text": "Hotels up to 150 euros a night need no approval."},  # repeats item 0
+    ]
+    resp = await a.post("/kb/bulk/documents/batch", json={"documents": docs})
+    assert resp.status_code == 202, resp.text
+    body = resp.json()
+    items = body["items"]
+    assert (body["queued"], body["duplicates"], body["failed"]) == (2, 2, 0)
+    assert [item["duplicate"] for item in items] == [False, True, False, True]
+    assert items[3]["document_id"] == items[0]["document_id"]  # a repeat within the batch is a duplicate
+    assert items[0]["links"]["stream"] == f"/api/v1/kb/ingest/{items[0]['job_id']}/stream"
+    for item in (items[0], items[2]):
+        assert (await api.tools.wait_job(item["job_id"])).status == "done"
+    hits = (await a.post("/kb/bulk/search", json={"query": "taxi after 22:00", "mode": "fulltext"})).json()
+    assert hits["chunks"] and hits["chunks"][0]["doc_id"] == items[2]["document_id"]
+
+    # Files: a refused one does not stop the others; nothing queued at all is a 200.
+    files = [("file", ("visa.md", b"# Visa\n\nApply six weeks ahead.")), ("file", ("virus.exe", b"MZ"))]
+    mixed = await a.post("/kb/bulk/documents/batch", files=files)
+    assert mixed.status_code == 202, mixed.text
+    visa, virus = mixed.json()["items"]
+    assert visa["duplicate"] is False and virus["error"]["code"] == "unsupported_media_type"
+    assert (await api.tools.wait_job(visa["job_id"])).status == "done"
+    bus = api.tools.bus
+    uploads = await bus.object_store(bus.names.uploads_bucket)
+    with contextlib.suppress(NotFoundError):  # empty: the refused file's upload is gone too
+        assert [o.name for o in await uploads.list() if not o.deleted] == []
+    again = await a.post("/kb/bulk/documents/batch", json={"documents": [first]})
+    assert again.status_code == 200 and again.json()["items"][0]["duplicate"] is True
+
+    problem(await a.post("/kb/bulk/documents/batch", json={"documents": []}), 422)
+    problem(await a.post("/kb/bulk/documents/batch", json={"documents": [{"title": "t"}] * 101}), 422)
+    problem(await a.post("/kb/bulk/documents/batch", content=b"x", headers={"content-type": "text/plain"}), 415)
+    problem(await a.post("/kb/nope/documents/batch", json={"documents": [first]}), 404)
+    problem(await api.bob.post("/kb/bulk/documents/batch", json={"documents": [first]}), 404)
 
 
 async def test_memory_routes(api: Api) -> None:

@@ -165,11 +165,20 @@ async def _form_upload(request: Request, bus: Bus) -> dict[str, Any]:
 
 
 async def _json_upload(request: Request, bus: Bus) -> dict[str, Any]:
+    body = _parse(DocumentText, await request.body(), "Send {title, text} or a multipart file.")
+    return await _text_source(bus, body)
+
+
+def _parse(model: type[BaseModel], raw: bytes, hint: str) -> Any:
     try:
-        body = DocumentText.model_validate_json(await request.body())
+        return model.model_validate_json(raw)
     except ValidationError as exc:
         errors = [{"code": e["type"], "message": e["msg"], "field": ".".join(map(str, e["loc"]))} for e in exc.errors()]
-        raise ApiProblem(422, "Invalid request", "Send {title, text} or a multipart file.", errors=errors) from exc
+        raise ApiProblem(422, "Invalid request", hint, errors=errors) from exc
+
+
+async def _text_source(bus: Bus, body: DocumentText) -> dict[str, Any]:
+    """A text document for `kb_ingest`: inline when small, else through the uploads store."""
     data = body.text.encode("utf-8")
     if len(data) <= INLINE_UPLOAD_MAX:
         return {"title": body.title, "text": body.text}
@@ -220,6 +229,81 @@ async def add_document(kb: str, request: Request, user: CurrentUser, bus: BusDep
         return JSONResponse({**body, "duplicate": True, "detail": out.get("message")}, status_code=200)
     links = {"self": f"/api/v1/kb/ingest/{out['job_id']}", "stream": f"/api/v1/kb/ingest/{out['job_id']}/stream"}
     return JSONResponse({**body, "duplicate": False, "links": links}, status_code=202)
+
+
+MAX_BATCH_DOCUMENTS = 100
+
+
+class DocumentBatch(BaseModel):
+    documents: list[DocumentText] = Field(min_length=1, max_length=MAX_BATCH_DOCUMENTS)
+
+
+async def _form_batch(request: Request, bus: Bus) -> list[dict[str, Any]]:
+    form = await request.form(max_files=MAX_BATCH_DOCUMENTS, max_fields=10)
+    try:
+        files = [f for f in form.getlist("file") if isinstance(f, UploadFile)]
+        if not files:
+            raise ApiProblem(422, "Invalid request", "Send the documents as multipart fields named `file`.")
+        if any(not f.filename for f in files):
+            raise ApiProblem(422, "Invalid request", "Every uploaded file needs a name.")
+        store, sources = await uploads(bus), []
+        for upload in files:  # streamed into the object store one by one
+            name = f"uploads/{uuid.uuid4().hex}"
+            await store.put(name, upload.file)
+            sources.append({"object_name": name, "filename": upload.filename, "media_type": upload.content_type})
+        return sources
+    finally:
+        await form.close()
+
+
+@router.post(
+    "/{kb}/documents/batch",
+    status_code=202,
+    responses={200: {"description": "nothing was queued (every document a duplicate or refused)"}, 415: {}},
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"file": {"type": "array", "items": {"type": "string", "format": "binary"}}},
+                        "required": ["file"],
+                    }
+                },
+                "application/json": {"schema": DocumentBatch.model_json_schema()},
+            }
+        }
+    },
+)
+async def add_documents(kb: str, request: Request, user: CurrentUser, bus: BusDep) -> JSONResponse:
+    """Up to 100 documents in one request and one tool call: one item per document, in order."""
+    media = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    if media == "multipart/form-data":
+        sources = await _form_batch(request, bus)
+    elif media == "application/json":
+        body = _parse(DocumentBatch, await request.body(), "Send {documents: [{title, text}, …]} or multipart files.")
+        sources = [await _text_source(bus, d) for d in body.documents]
+    else:
+        raise ApiProblem(
+            415, "Unsupported Media Type", "Send multipart/form-data (fields `file`) or JSON {documents: [...]}."
+        )
+    try:
+        out = await call_go_tool(bus, user, "kb_ingest_many", {"kb": kb, "documents": sources}, timeout_s=120)
+    except ApiProblem:
+        store = await uploads(bus)
+        for name in (s["object_name"] for s in sources if s.get("object_name")):
+            with contextlib.suppress(Exception):
+                await store.delete(name)
+        raise
+    items = [
+        {**item, "links": {"self": f"/api/v1/kb/ingest/{item['job_id']}",
+                           "stream": f"/api/v1/kb/ingest/{item['job_id']}/stream"}}
+        if item.get("duplicate") is False else item
+        for item in out["items"]
+    ]  # fmt: skip
+    request.state.audit_target = f"kb={kb} documents={out['queued']}"
+    body = {"items": items, "queued": out["queued"], "duplicates": out["duplicates"], "failed": out["failed"]}
+    return JSONResponse(body, status_code=202 if out["queued"] else 200)
 
 
 @router.get("/{kb}/documents")
