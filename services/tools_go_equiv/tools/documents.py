@@ -173,9 +173,13 @@ async def kb_ingest(args: KbIngestArgs, ctx: ToolContext) -> dict[str, Any]:
     prepared = await prepare(args)
     register = (store.register_document, kb.id, user, *prepared.register_args())
     try:
-        reg = await runtime.get().db.run(*register)
-    except IntegrityError:  # the same content registered concurrently: now it is a duplicate
-        reg = await runtime.get().db.run(*register)
+        try:
+            reg = await runtime.get().db.run(*register)
+        except IntegrityError:  # the same content registered concurrently: now it is a duplicate
+            reg = await runtime.get().db.run(*register)
+    except Exception:  # not registered: the upload made for this call is not needed
+        await discard(prepared)
+        raise
     if reg.duplicate:
         await discard(prepared)
         return duplicate_reply(reg)
@@ -226,9 +230,13 @@ async def kb_ingest_many(args: KbIngestManyArgs, ctx: ToolContext) -> dict[str, 
             prepared.append((i, result))
     batch = [p for _, p in prepared]
     try:
-        registered = await rt.db.run(register_all, kb.id, user, batch)
-    except IntegrityError:  # some content registered concurrently: those are duplicates now
-        registered = await rt.db.run(register_all, kb.id, user, batch)
+        try:
+            registered = await rt.db.run(register_all, kb.id, user, batch)
+        except IntegrityError:  # some content registered concurrently: those are duplicates now
+            registered = await rt.db.run(register_all, kb.id, user, batch)
+    except Exception:  # nothing was registered: the uploads made for this call are not needed
+        await asyncio.gather(*(discard(p) for p in batch))
+        raise
 
     async def settle(i: int, p: Prepared, reg: store.Registered) -> None:
         if reg.duplicate:
