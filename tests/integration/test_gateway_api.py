@@ -342,13 +342,7 @@ async def test_task_view_is_never_behind_its_stream(gw: EmbeddedGateway, alice: 
 
 async def test_task_view_catches_up_with_a_retried_run_only(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
     """Catching up replays the current run's events, never the earlier run's over the retry."""
-    bus: Bus = gw.app.state.bus
-    task_id = await submit(alice)
-    pub = EventPublisher(bus, task_id)
-    await pub.emit(StatusEvent(task_id=task_id, status="running"))
-    await pub.emit(StatusEvent(task_id=task_id, status="failed", error="model down", code="unavailable"))
-    await pub.flush()
-    await wait_status(alice, task_id, "failed")
+    task_id, pub, _ = await failed_task(gw, alice)
     assert (await alice.post(f"/api/v1/tasks/{task_id}/retry")).status_code == 202
     assert (await alice.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "submitted"
 
@@ -419,14 +413,19 @@ async def test_approval_resumes_the_waiting_node(gw: EmbeddedGateway, alice: htt
     assert msg.headers["Nats-Msg-Id"] == f"{task_id}:resume:ok"
 
 
-async def test_retry_reopens_a_failed_task(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
-    bus: Bus = gw.app.state.bus
+async def failed_task(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> tuple[str, EventPublisher, dict[str, Any]]:
+    """A task whose first run failed (`model down`), as recorded; and its event publisher."""
     task_id = await submit(alice)
-    pub = EventPublisher(bus, task_id)
+    pub = EventPublisher(gw.app.state.bus, task_id)
     await pub.emit(StatusEvent(task_id=task_id, status="running"))
     await pub.emit(StatusEvent(task_id=task_id, status="failed", error="model down", code="unavailable"))
     await pub.flush()
-    failed = await wait_status(alice, task_id, "failed")
+    return task_id, pub, await wait_status(alice, task_id, "failed")
+
+
+async def test_retry_reopens_a_failed_task(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
+    bus: Bus = gw.app.state.bus
+    task_id, pub, failed = await failed_task(gw, alice)
     assert failed["error"] == "model down" and failed["error_code"] == "unavailable"
 
     resp = await alice.post(f"/api/v1/tasks/{task_id}/retry")

@@ -85,6 +85,33 @@ async def uploads(bus: Bus) -> ObjectStore:
     return await bus.object_store(bus.names.uploads_bucket)
 
 
+async def _drop_uploads(bus: Bus, sources: list[dict[str, Any]]) -> None:
+    store = await uploads(bus)
+    for name in (src["object_name"] for src in sources if src.get("object_name")):
+        with contextlib.suppress(Exception):
+            await store.delete(name)
+
+
+def _media_type(request: Request) -> str:
+    return (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+
+
+BINARY = {"type": "string", "format": "binary"}
+
+
+def _upload_body(form_fields: dict[str, Any], json_model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI request body of an upload route: multipart files or JSON."""
+    form = {"type": "object", "properties": form_fields, "required": ["file"]}
+    return {
+        "requestBody": {
+            "content": {
+                "multipart/form-data": {"schema": form},
+                "application/json": {"schema": json_model.model_json_schema()},
+            }
+        }
+    }
+
+
 class KbIn(BaseModel):
     name: str = Field(min_length=1, max_length=100)
     description: str = Field(default="", max_length=2000)
@@ -191,23 +218,10 @@ async def _text_source(bus: Bus, body: DocumentText) -> dict[str, Any]:
     "/{kb}/documents",
     status_code=202,
     responses={200: {"description": "identical content already ingested (no-op)"}, 415: {}, 413: {}},
-    openapi_extra={
-        "requestBody": {
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {"file": {"type": "string", "format": "binary"}, "title": {"type": "string"}},
-                        "required": ["file"],
-                    }
-                },
-                "application/json": {"schema": DocumentText.model_json_schema()},
-            }
-        }
-    },
+    openapi_extra=_upload_body({"file": BINARY, "title": {"type": "string"}}, DocumentText),
 )
 async def add_document(kb: str, request: Request, user: CurrentUser, bus: BusDep) -> JSONResponse:
-    media = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    media = _media_type(request)
     if media == "multipart/form-data":
         args = await _form_upload(request, bus)
     elif media == "application/json":
@@ -218,10 +232,8 @@ async def add_document(kb: str, request: Request, user: CurrentUser, bus: BusDep
         )
     try:
         out = await call_go_tool(bus, user, "kb_ingest", {"kb": kb, **args}, timeout_s=60)
-    except ApiProblem:
-        if args.get("object_name"):  # the tool did not take the upload over
-            with contextlib.suppress(Exception):
-                await (await uploads(bus)).delete(args["object_name"])
+    except ApiProblem:  # the tool did not take the upload over
+        await _drop_uploads(bus, [args])
         raise
     request.state.audit_target = f"document={out['document_id']}"
     body = {"job_id": out["job_id"], "document_id": out["document_id"], "status": out["status"]}
@@ -260,24 +272,11 @@ async def _form_batch(request: Request, bus: Bus) -> list[dict[str, Any]]:
     "/{kb}/documents/batch",
     status_code=202,
     responses={200: {"description": "nothing was queued (every document a duplicate or refused)"}, 415: {}},
-    openapi_extra={
-        "requestBody": {
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "properties": {"file": {"type": "array", "items": {"type": "string", "format": "binary"}}},
-                        "required": ["file"],
-                    }
-                },
-                "application/json": {"schema": DocumentBatch.model_json_schema()},
-            }
-        }
-    },
+    openapi_extra=_upload_body({"file": {"type": "array", "items": BINARY}}, DocumentBatch),
 )
 async def add_documents(kb: str, request: Request, user: CurrentUser, bus: BusDep) -> JSONResponse:
     """Up to 100 documents in one request and one tool call: one item per document, in order."""
-    media = (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+    media = _media_type(request)
     if media == "multipart/form-data":
         sources = await _form_batch(request, bus)
     elif media == "application/json":
@@ -289,11 +288,8 @@ async def add_documents(kb: str, request: Request, user: CurrentUser, bus: BusDe
         )
     try:
         out = await call_go_tool(bus, user, "kb_ingest_many", {"kb": kb, "documents": sources}, timeout_s=120)
-    except ApiProblem:
-        store = await uploads(bus)
-        for name in (s["object_name"] for s in sources if s.get("object_name")):
-            with contextlib.suppress(Exception):
-                await store.delete(name)
+    except ApiProblem:  # the tool did not take the uploads over
+        await _drop_uploads(bus, sources)
         raise
     items = [
         {**item, "links": {"self": f"/api/v1/kb/ingest/{item['job_id']}",
