@@ -14,3 +14,10 @@ def new_id(prefix: str) -> str:
 
 def now() -> datetime:
     return datetime.now(UTC)
+
+
+def iso(value: datetime | None) -> str | None:
+    """A timestamp for a reply, always with its zone (SQLite hands rows back naive, in UTC)."""
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()

@@ -9,6 +9,7 @@ import io
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import docx
 import httpx
@@ -81,6 +82,7 @@ async def test_kb_lifecycle_over_http(api: Api) -> None:
     a = api.alice
     made = await a.post("/kb", json={"name": "handbook", "description": "policies"})
     assert made.status_code == 201 and made.json()["name"] == "handbook"
+    assert datetime.fromisoformat(made.json()["created_at"]).tzinfo is not None  # also on SQLite
     problem(await a.post("/kb", json={"name": "handbook"}), 409)
     assert [k["name"] for k in (await a.get("/kb")).json()["items"]] == ["handbook"]
 
@@ -96,6 +98,7 @@ async def test_kb_lifecycle_over_http(api: Api) -> None:
     assert events[-1][1]["chunks"] >= 1
     state = (await a.get(f"/kb/ingest/{job['job_id']}")).json()
     assert state["status"] == "done" and state["chunks"] == events[-1][1]["chunks"]
+    assert datetime.fromisoformat(state["created_at"].replace("Z", "+00:00")).tzinfo is not None
     # Replaying the stream of a finished job ends by itself.
     assert [k for k, _ in await sse_events(a, f"/kb/ingest/{job['job_id']}/stream")] == kinds
 

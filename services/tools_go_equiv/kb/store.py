@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 
 from services.tools_go_equiv.db.schema import chunks, documents, embeddings, facts, jobs, kbs
 from services.tools_go_equiv.db.sql import Sql, update_row
-from services.tools_go_equiv.ids import new_id, now
+from services.tools_go_equiv.ids import iso, new_id, now
 from services.tools_go_equiv.kb.chunk import Chunk
 from services.tools_go_equiv.kb.facts import Fact
 
@@ -50,7 +50,7 @@ def kb_public(row: Any) -> dict[str, Any]:
         "description": row.description,
         "embedder": row.embedder,
         "revision": row.revision,
-        "created_at": row.created_at.isoformat() if row.created_at else None,
+        "created_at": iso(row.created_at),
     }
 
 
@@ -235,7 +235,7 @@ def doc_public(row: Any) -> dict[str, Any]:
         "chunks": row.chunks,
         "error": row.error,
         "content_hash": row.content_hash,
-        "created_at": row.created_at.isoformat() if row.created_at else None,
+        "created_at": iso(row.created_at),
     }
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import Connection, delete, insert, select
 
 from services.tools_go_equiv import runtime
 from services.tools_go_equiv.db.schema import history
-from services.tools_go_equiv.ids import now
+from services.tools_go_equiv.ids import iso, now
 from services.tools_go_equiv.registry import registry
 from services.tools_go_equiv.tools.common import UserArgs, user_of
 from shared.bus.tools import ToolContext, ToolFailure
@@ -72,7 +72,7 @@ def _db_get(conn: Connection, user: str, session: str, limit: int) -> list[dict[
         .order_by(history.c.id.desc())
         .limit(limit)
     ).all()
-    return [{"role": r.role, "content": r.content, "ts": r.created_at.isoformat()} for r in reversed(rows)]
+    return [{"role": r.role, "content": r.content, "ts": iso(r.created_at)} for r in reversed(rows)]
 
 
 @registry.tool(

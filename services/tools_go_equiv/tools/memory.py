@@ -15,7 +15,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from services.tools_go_equiv import runtime
 from services.tools_go_equiv.db.schema import memories
-from services.tools_go_equiv.ids import now
+from services.tools_go_equiv.ids import iso, now
 from services.tools_go_equiv.registry import registry
 from services.tools_go_equiv.tools.common import Page, UserArgs, user_of
 from shared.bus.tools import ToolContext, ToolFailure
@@ -48,8 +48,8 @@ def _public(row: Any) -> dict[str, Any]:
         "key": row.key,
         "user_id": row.user_id,
         "value": json.loads(row.value),
-        "created_at": row.created_at.isoformat() if row.created_at else None,
-        "updated_at": row.updated_at.isoformat() if row.updated_at else None,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
     }
 
 

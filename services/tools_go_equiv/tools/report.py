@@ -13,7 +13,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from services.tools_go_equiv import objects, runtime
 from services.tools_go_equiv.db.schema import reports
-from services.tools_go_equiv.ids import new_id, now
+from services.tools_go_equiv.ids import iso, new_id, now
 from services.tools_go_equiv.registry import registry
 from services.tools_go_equiv.reports.render import MEDIA_TYPES, render
 from services.tools_go_equiv.tools.common import Caller, Page, UserArgs, caller_of, user_of
@@ -42,7 +42,7 @@ def _public(row: Any) -> dict[str, Any]:
         "title": row.title,
         "task_id": row.task_id,
         "formats": sorted(files),
-        "created_at": row.created_at.isoformat() if row.created_at else None,
+        "created_at": iso(row.created_at),
         "links": {fmt: f"{base}/reports/{row.id}/export?format={fmt}" for fmt in ("md", "docx", "pdf")},
     }
 
