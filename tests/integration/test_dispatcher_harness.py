@@ -13,7 +13,6 @@ the real `openai` client against the scripted OpenAI-protocol server, tools over
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -24,7 +23,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from services.dispatcher.main import run as run_dispatcher
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
 from shared.bus.events import read_events
@@ -36,6 +34,7 @@ from shared.contract.task import ResumeMessage, TaskMessage
 from shared.settings import Settings
 from tests.conftest import drop_deployment, make_settings
 from tests.support import openai_server as oai
+from tests.support.dispatcher import dispatcher
 from tests.support.nats_server import NatsServer
 
 TIMEOUT_S = 30.0
@@ -101,17 +100,6 @@ async def env(nats_server: NatsServer, tmp_path: Path) -> AsyncIterator[Env]:
     await py.drain()
     await drop_deployment(bus)
     await bus.close()
-
-
-@contextlib.asynccontextmanager
-async def dispatcher(settings: Settings) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_dispatcher(settings, stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, TIMEOUT_S)
 
 
 async def put_chain(env: Env, revision: int, active: str, fallbacks: list[str] | None = None) -> None:

@@ -30,7 +30,6 @@ from nats.js.errors import NotFoundError
 from pydantic import BaseModel
 
 from services.dispatcher.engine.checkpoint import Checkpoint
-from services.dispatcher.main import run as run_dispatcher
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.bus.tools import ToolContext, ToolRegistry, serve_tools
@@ -38,6 +37,7 @@ from shared.contract.events import AnyEvent
 from shared.contract.task import TaskMessage
 from shared.settings import Settings
 from tests.conftest import drop_deployment, make_settings
+from tests.support.dispatcher import dispatcher
 from tests.support.nats_server import NatsServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,17 +47,6 @@ MAX_DELIVER = 2
 
 class NoArgs(BaseModel):
     pass
-
-
-@contextlib.asynccontextmanager
-async def dispatcher(settings: Settings) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_dispatcher(settings, stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, TIMEOUT_S)
 
 
 def start_dispatcher_process(settings: Settings, log: Path) -> subprocess.Popen[bytes]:

@@ -14,7 +14,6 @@ import pytest
 from nats.js.errors import KeyNotFoundError
 from pydantic import BaseModel
 
-from services.dispatcher.main import run as run_dispatcher
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.bus.tools import ToolContext, ToolRegistry, serve_tools
@@ -22,6 +21,7 @@ from shared.contract.events import AnyEvent
 from shared.contract.task import CancelMessage, ResumeMessage, TaskMessage
 from shared.settings import Settings
 from tests.conftest import make_settings
+from tests.support.dispatcher import dispatcher
 from tests.support.nats_server import NatsServer
 
 TIMEOUT_S = 30.0
@@ -44,17 +44,6 @@ def counting_tools(calls: list[str]) -> ToolRegistry:
 
 def doc(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> dict[str, Any]:
     return {"version": "1", "nodes": nodes, "edges": [{"source": a, "target": b} for a, b in edges]}
-
-
-@contextlib.asynccontextmanager
-async def dispatcher(settings: Settings) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_dispatcher(settings, stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, TIMEOUT_S)
 
 
 async def submit(bus: Bus, task_id: str, dsl: dict[str, Any], **extra: Any) -> None:

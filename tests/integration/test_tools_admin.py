@@ -7,7 +7,6 @@ claim the admin flag."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -17,7 +16,6 @@ from typing import Any
 import httpx
 import pytest
 
-from services.dispatcher.main import run as run_dispatcher
 from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
@@ -29,6 +27,7 @@ from shared.contract.tools import ToolMeta
 from shared.settings import Settings
 from tests.integration.test_tools_support import InProcess, Tools, connected
 from tests.support import openai_server as oai
+from tests.support.dispatcher import dispatcher
 
 TIMEOUT_S = 60.0
 POLICY = "# Vacation\n\nBerlin office staff get 30 vacation days per year; unused days expire in March.\n"
@@ -185,17 +184,6 @@ async def test_tool_arguments_cannot_claim_admin_or_another_user(env: Env) -> No
 
 
 # ---- an admin's task: the dispatcher never passes the admin flag on
-
-
-@contextlib.asynccontextmanager
-async def dispatcher(settings: Settings) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_dispatcher(settings, stop))
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, TIMEOUT_S)
 
 
 async def run_task(env: Env, dsl: dict[str, Any], q: str = "What is in the knowledge bases?") -> list[AnyEvent]:
