@@ -5,10 +5,8 @@ records every call proves that no finished node ran twice."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,30 +17,15 @@ from shared.bus.events import read_events
 from shared.bus.tools import ToolContext, ToolRegistry, serve_tools
 from shared.contract.heartbeat import Heartbeat
 from shared.contract.task import TaskMessage
-from shared.settings import Settings
 from tests.conftest import make_settings
+from tests.support.dispatcher import dispatcher_process
 from tests.support.nats_server import NatsServer
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60.0
 
 
 class NoArgs(BaseModel):
     pass
-
-
-def start_dispatcher(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTIX_")}
-    env.update({
-        "AGENTIX_NATS_SERVERS": ",".join(settings.nats_servers),
-        "AGENTIX_SUBJECT_PREFIX": settings.subject_prefix,
-        "AGENTIX_DATA_DIR": str(settings.data_dir),
-        "AGENTIX_TASK_ACK_WAIT_S": str(settings.task_ack_wait_s),
-        "AGENTIX_HEARTBEAT_INTERVAL_S": str(settings.heartbeat_interval_s),
-        "PYTHONPATH": str(ROOT),
-    })
-    return subprocess.Popen([sys.executable, "-m", "services.dispatcher"], cwd=ROOT, env=env,
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
 async def test_sigkill_mid_graph_another_dispatcher_finishes(nats_server: NatsServer, tmp_path: Path) -> None:
@@ -82,7 +65,7 @@ async def test_sigkill_mid_graph_another_dispatcher_finishes(nats_server: NatsSe
             owner_seen.set()
 
     sub = await bus.nc.subscribe(bus.subjects.heartbeat("dispatcher", "*"), cb=on_beat)
-    procs = [start_dispatcher(settings, tmp_path / f"dispatcher{i}.log") for i in range(2)]
+    procs = [dispatcher_process(settings, tmp_path / f"dispatcher{i}.log") for i in range(2)]
     try:
         async with asyncio.timeout(TIMEOUT_S):
             await two_alive.wait()

@@ -10,10 +10,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +29,9 @@ from shared.contract.task import TaskMessage, TaskOptions
 from shared.settings import Settings
 from tests.conftest import drop_deployment, make_settings
 from tests.support import openai_server as oai
+from tests.support.dispatcher import dispatcher_process
 from tests.support.nats_server import NatsServer
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 30.0
 DSL_ONE = {"version": "1", "nodes": [{"id": "in", "kind": "input"},
                                      {"id": "ans", "kind": "agent", "config": {"prompt": "{{ in.q }}"}},
@@ -63,17 +61,7 @@ async def env(nats_server: NatsServer, tmp_path: Path, srv: oai.OpenAIServer) ->
 
 
 def start_dispatcher(settings: Settings, log: Path, **env: str) -> subprocess.Popen[bytes]:
-    values = {k: v for k, v in os.environ.items() if not k.startswith("AGENTIX_")}
-    values.update({
-        "AGENTIX_NATS_SERVERS": ",".join(settings.nats_servers),
-        "AGENTIX_SUBJECT_PREFIX": settings.subject_prefix,
-        "AGENTIX_DATA_DIR": str(settings.data_dir),
-        "AGENTIX_HEARTBEAT_INTERVAL_S": "0.5",
-        "PYTHONPATH": str(ROOT),
-        **env,
-    })
-    return subprocess.Popen([sys.executable, "-m", "services.dispatcher"], cwd=ROOT, env=values,
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    return dispatcher_process(settings, log, AGENTIX_HEARTBEAT_INTERVAL_S="0.5", **env)
 
 
 async def stop(proc: subprocess.Popen[bytes]) -> None:

@@ -16,10 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -37,30 +35,15 @@ from shared.contract.events import AnyEvent
 from shared.contract.task import TaskMessage
 from shared.settings import Settings
 from tests.conftest import drop_deployment, make_settings
-from tests.support.dispatcher import dispatcher
+from tests.support.dispatcher import dispatcher, dispatcher_process
 from tests.support.nats_server import NatsServer
 
-ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 30.0
 MAX_DELIVER = 2
 
 
 class NoArgs(BaseModel):
     pass
-
-
-def start_dispatcher_process(settings: Settings, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTIX_")}
-    env.update({
-        "AGENTIX_NATS_SERVERS": ",".join(settings.nats_servers),
-        "AGENTIX_SUBJECT_PREFIX": settings.subject_prefix,
-        "AGENTIX_DATA_DIR": str(settings.data_dir),
-        "AGENTIX_TASK_ACK_WAIT_S": str(settings.task_ack_wait_s),
-        "AGENTIX_TASK_MAX_DELIVER": str(settings.task_max_deliver),
-        "PYTHONPATH": str(ROOT),
-    })
-    return subprocess.Popen([sys.executable, "-m", "services.dispatcher"], cwd=ROOT, env=env,
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT)
 
 
 @pytest.fixture
@@ -161,7 +144,7 @@ async def test_dispatchers_killed_on_every_delivery(
     async def holding_dispatcher() -> subprocess.Popen[bytes]:
         """A dispatcher process, once it runs the task's `hold` node."""
         entered.clear()
-        proc = start_dispatcher_process(settings, tmp_path / f"dispatcher{len(procs)}.log")
+        proc = dispatcher_process(settings, tmp_path / f"dispatcher{len(procs)}.log")
         procs.append(proc)
         async with asyncio.timeout(TIMEOUT_S):
             await entered.wait()
