@@ -17,9 +17,9 @@ import pytest
 
 from agentix.sse import SseEvent, parse_stream
 from shared.bus import Bus
-from shared.contract.heartbeat import Heartbeat
 from tests.e2e.conftest import RunningSuite, start_suite
 from tests.support import openai_server as oai
+from tests.support.dispatcher import chain_applied
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TIMEOUT_S = 30.0
@@ -53,13 +53,8 @@ def wait_applied(suite: RunningSuite, revision: int) -> None:
 
     async def wait() -> None:
         bus = await Bus.connect(suite.settings, "e2e-models")
-        sub = await bus.nc.subscribe(bus.subjects.heartbeat("dispatcher", "*"))
         try:
-            async with asyncio.timeout(TIMEOUT_S):
-                while True:
-                    beat = Heartbeat.model_validate_json((await sub.next_msg(timeout=TIMEOUT_S)).data)
-                    if beat.detail.get("chain_revision") == revision:
-                        return
+            await chain_applied(bus, revision, TIMEOUT_S)
         finally:
             await bus.close()
 

@@ -28,13 +28,12 @@ from shared.bus.control import ControlPlane
 from shared.bus.events import read_events
 from shared.bus.tools import ToolContext, ToolRegistry, serve_tools
 from shared.contract.events import AnyEvent
-from shared.contract.heartbeat import Heartbeat
 from shared.contract.models import ModelChain, ModelConfig
 from shared.contract.task import ResumeMessage, TaskMessage
 from shared.settings import Settings
 from tests.conftest import drop_deployment, make_settings
 from tests.support import openai_server as oai
-from tests.support.dispatcher import dispatcher
+from tests.support.dispatcher import chain_applied, dispatcher
 from tests.support.nats_server import NatsServer
 
 TIMEOUT_S = 30.0
@@ -109,16 +108,7 @@ async def put_chain(env: Env, revision: int, active: str, fallbacks: list[str] |
 
 
 async def applied(env: Env, revision: int) -> None:
-    """Until a dispatcher heartbeat says it runs new tasks with chain `revision`."""
-    sub = await env.bus.nc.subscribe(env.bus.subjects.heartbeat("dispatcher", "*"))
-    try:
-        async with asyncio.timeout(TIMEOUT_S):
-            while True:
-                beat = Heartbeat.model_validate_json((await sub.next_msg(timeout=TIMEOUT_S)).data)
-                if beat.detail.get("chain_revision") == revision:
-                    return
-    finally:
-        await sub.unsubscribe()
+    await chain_applied(env.bus, revision, TIMEOUT_S)
 
 
 def doc(nodes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 import pytest
 
-from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
@@ -25,7 +24,7 @@ from shared.contract.events import AnyEvent
 from shared.contract.models import ModelChain, ModelConfig
 from shared.contract.tools import ToolMeta
 from shared.settings import Settings
-from tests.integration.test_tools_support import InProcess, Tools, connected
+from tests.integration.test_tools_support import Tools, tools_and_gateway
 from tests.support import openai_server as oai
 from tests.support.dispatcher import dispatcher
 
@@ -45,21 +44,14 @@ class Env:
 
 @pytest.fixture
 async def env(settings: Settings) -> AsyncIterator[Env]:
-    cfg = settings.model_copy(update={"rate_limit_per_min": 100_000})
-    async with connected(cfg) as bus:
-        services = await InProcess(cfg).start()
-        gateway = await EmbeddedGateway(cfg).start()
-        tools = Tools(bus)
-        await tools.ready()
+    async with tools_and_gateway(settings) as (cfg, bus, tools, base_url):
 
         def client(user: str, admin: bool = False) -> httpx.AsyncClient:
             headers = {"Authorization": f"Bearer {mint_token(cfg, user, admin=admin)}"}
-            return httpx.AsyncClient(base_url=f"{gateway.url}/api/v1", headers=headers, timeout=30)
+            return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30)
 
         async with client("alice") as alice, client("bob") as bob, client("root", admin=True) as root:
             yield Env(cfg, bus, tools, alice, bob, root)
-        await gateway.stop()
-        await services.stop()
 
 
 def ok(response: httpx.Response, status: int = 200) -> Any:

@@ -17,10 +17,9 @@ import pypdf
 import pytest
 from nats.js.errors import NotFoundError
 
-from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.settings import Settings
-from tests.integration.test_tools_support import InProcess, Tools, connected, corpus_doc
+from tests.integration.test_tools_support import Tools, corpus_doc, tools_and_gateway
 
 
 @dataclass
@@ -32,21 +31,14 @@ class Api:
 
 @pytest.fixture
 async def api(settings: Settings) -> AsyncIterator[Api]:
-    cfg = settings.model_copy(update={"rate_limit_per_min": 100_000})
-    async with connected(cfg) as bus:
-        services = await InProcess(cfg).start()
-        gateway = await EmbeddedGateway(cfg).start()
-        tools = Tools(bus)
-        await tools.ready()
+    async with tools_and_gateway(settings) as (cfg, _bus, tools, base_url):
 
         def client(user: str) -> httpx.AsyncClient:
             headers = {"Authorization": f"Bearer {mint_token(cfg, user)}"}
-            return httpx.AsyncClient(base_url=f"{gateway.url}/api/v1", headers=headers, timeout=30)
+            return httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30)
 
         async with client("alice") as alice, client("bob") as bob:
             yield Api(alice, bob, tools)
-        await gateway.stop()
-        await services.stop()
 
 
 async def sse_events(client: httpx.AsyncClient, path: str) -> list[tuple[str, dict]]:

@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, text
 
 import services.tools_go_equiv.main as go_main
 import services.tools_py.main as py_main
+from services.gateway.embedded import EmbeddedGateway
 from services.tools_go_equiv.config import KbSettings
 from shared.bus import Bus
 from shared.bus.events import read_events
@@ -222,3 +223,20 @@ async def connected(settings: Settings, declare: bool = True) -> Any:
         yield bus
     finally:
         await bus.close()
+
+
+@contextlib.asynccontextmanager
+async def tools_and_gateway(settings: Settings) -> Any:
+    """Both tool services in-process and a gateway (rate limit out of the way), tools answering;
+    yields (settings used, bus, tools, the gateway's API base URL)."""
+    cfg = settings.model_copy(update={"rate_limit_per_min": 100_000})
+    async with connected(cfg) as bus:
+        services = await InProcess(cfg).start()
+        gateway = await EmbeddedGateway(cfg).start()
+        try:
+            tools = Tools(bus)
+            await tools.ready()
+            yield cfg, bus, tools, f"{gateway.url}/api/v1"
+        finally:
+            await gateway.stop()
+            await services.stop()

@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from services.dispatcher.main import run as run_dispatcher
+from shared.bus import Bus
+from shared.contract.heartbeat import Heartbeat
 from shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,3 +45,16 @@ def dispatcher_process(settings: Settings, log: Path, **extra_env: str) -> subpr
     })  # fmt: skip
     return subprocess.Popen([sys.executable, "-m", "services.dispatcher"], cwd=ROOT, env=env,
                             stdout=log.open("ab"), stderr=subprocess.STDOUT)  # fmt: skip
+
+
+async def chain_applied(bus: Bus, revision: int, timeout_s: float = 60.0) -> None:
+    """Until a dispatcher heartbeat says new tasks run with model chain `revision`."""
+    sub = await bus.nc.subscribe(bus.subjects.heartbeat("dispatcher", "*"))
+    try:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                beat = Heartbeat.model_validate_json((await sub.next_msg(timeout=timeout_s)).data)
+                if beat.detail.get("chain_revision") == revision:
+                    return
+    finally:
+        await sub.unsubscribe()
