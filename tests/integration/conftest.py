@@ -17,3 +17,11 @@ async def gw(settings: Settings) -> AsyncIterator[EmbeddedGateway]:
     gateway = await EmbeddedGateway(settings.model_copy(update={"rate_limit_per_min": 100_000})).start()
     yield gateway
     await gateway.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """The test's settings with the tools database on SQLite, then on PostgreSQL."""
+    if request.param == "postgres":
+        return settings.model_copy(update={"tools_db_url": request.getfixturevalue("pg_url")})
+    return settings

@@ -26,6 +26,7 @@ from shared.contract.models import ModelChain, Pricing, PromptVersion
 from shared.contract.task import TaskMessage
 from shared.secrets import decrypt_secret
 from shared.settings import Settings
+from tests.support.wait import eventually
 
 PLANTED = "sk-PLANTED-3f9a1c77e2b54d0c9e1aa0"
 DSL: dict[str, Any] = {
@@ -58,15 +59,6 @@ class EchoArgs(BaseModel):
 
 def model_body(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "base_url": "http://127.0.0.1:9/v1", "model": f"{name}-model"} | extra
-
-
-async def eventually(check: Any, attempts: int = 300) -> Any:
-    for _ in range(attempts):
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition never held")
 
 
 async def test_api_key_is_write_only_encrypted_and_never_leaks(
@@ -134,7 +126,7 @@ async def test_chain_hot_swap_reaches_running_and_late_subscribers(
         resp = await admin.put("/api/v1/admin/models/chain", json={"active": "c", "fallbacks": ["a", "b"]})
         assert resp.json()["revision"] == first_rev + 1
         for i in range(2):
-            await eventually(lambda i=i: asyncio.sleep(0, result=seen[i] and seen[i][-1].active == "c"))
+            await eventually(lambda i=i: asyncio.sleep(0, result=seen[i] and seen[i][-1].active == "c"), attempts=300)
             assert [m.name for m in seen[i][-1].ordered()] == ["c", "a", "b"]
             assert seen[i][-1].revision == first_rev + 1
 
@@ -271,7 +263,7 @@ async def test_status_lists_instances_breakers_tools_and_drops_the_dead(
             names = {i["instance"] for i in body["instances"] if i["service"] == "dispatcher"}
             return body if names == {"d1", "d2"} else None
 
-        body = await eventually(both_live)
+        body = await eventually(both_live, attempts=300)
         assert any(i["service"] == "gateway" for i in body["instances"])
         assert body["infrastructure"]["database"]["ok"] and body["infrastructure"]["nats"]["ok"]
         assert body["infrastructure"]["otlp"] == {"ok": True, "configured": False}

@@ -25,6 +25,7 @@ from shared.contract.task import TaskMessage
 from shared.natsd import NatsServer
 from shared.settings import Settings
 from tests.conftest import drop_deployment, make_settings
+from tests.support.wait import eventually
 
 DSL: dict[str, Any] = {
     "version": "1",
@@ -39,15 +40,6 @@ def own_nats(tmp_path: Path) -> Iterator[NatsServer]:
     server = NatsServer(store_dir=tmp_path / "nats").start()
     yield server
     server.cleanup()
-
-
-async def eventually(check: Any, attempts: int = 500) -> Any:
-    for _ in range(attempts):
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition never held")
 
 
 async def queued_messages(bus: Bus) -> list[Any]:

@@ -39,13 +39,6 @@ def small_doc(i: int) -> str:
     return f"# Runbook {i}\n\n{body}\n\n## Escalation\n\n{b} is a team. Escalate incident {1000 + i} to {a}."
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, settings: Settings) -> Settings:
-    if request.param == "postgres":
-        return settings.model_copy(update={"tools_db_url": request.getfixturevalue("pg_url")})
-    return settings
-
-
 @pytest.fixture
 async def db(backend: Settings) -> AsyncIterator[Db]:
     database = Db(backend.db_url("tools"))

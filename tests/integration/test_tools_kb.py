@@ -36,13 +36,6 @@ class Env:
     user: str
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, settings: Settings) -> Settings:
-    if request.param == "postgres":
-        return settings.model_copy(update={"tools_db_url": request.getfixturevalue("pg_url")})
-    return settings
-
-
 @pytest.fixture
 async def env(backend: Settings) -> AsyncIterator[Env]:
     async with connected(backend) as bus:
