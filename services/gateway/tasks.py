@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
 from services.gateway.db import Database
@@ -160,9 +160,14 @@ async def current_task_view(db: Database, bus: Bus | None, user: Principal, task
         if not starts:
             return view
         events = events[starts[0]:]
-    if await db.run(apply_events, events):
-        view = await db.run(task_view, user, task_id)
-    return view
+    try:
+        await db.run(apply_events, events)
+    except (IntegrityError, OperationalError) as exc:
+        # Another reader or the recorder applied the same events at the same moment (SQLite has
+        # no row locks to queue us behind it): its commit is what we re-read.
+        log.debug("catch-up of %s met a concurrent writer: %s", task_id, exc)
+    # Re-read even when nothing changed here: then another writer has caught the row up already.
+    return await db.run(task_view, user, task_id)
 
 
 def summary(task: Task) -> dict[str, Any]:

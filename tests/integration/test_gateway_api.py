@@ -340,6 +340,27 @@ async def test_task_view_is_never_behind_its_stream(gw: EmbeddedGateway, alice: 
     assert [t["id"] for t in listed] == [task_id]
 
 
+async def test_concurrent_catch_ups_do_not_collide(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
+    """Several readers (and the recorder) may catch the same task up at once: each gets the view."""
+    from shared.contract.events import NodeEndEvent, NodeStartEvent
+
+    await gw.app.state.recorder.stop()
+    for _ in range(3):
+        task_id = await submit(alice)
+        pub = EventPublisher(gw.app.state.bus, task_id)
+        await pub.emit(StatusEvent(task_id=task_id, status="running"))
+        for node in ("in", "ans", "out"):
+            await pub.emit(NodeStartEvent(task_id=task_id, node_id=node, kind="tool"))
+            await pub.emit(NodeEndEvent(task_id=task_id, node_id=node, status="done", duration_ms=1.0))
+        await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "ok"}))
+        await pub.flush()
+        views = await asyncio.gather(*(alice.get(f"/api/v1/tasks/{task_id}") for _ in range(12)))
+        assert [v.status_code for v in views] == [200] * 12
+        assert {v.json()["status"] for v in views} <= {"running", "done"}
+        final = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
+        assert final["status"] == "done" and {n["status"] for n in final["nodes"]} == {"done"}
+
+
 async def test_task_view_catches_up_with_a_retried_run_only(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
     """Catching up replays the current run's events, never the earlier run's over the retry."""
     task_id, pub, _ = await failed_task(gw, alice)
