@@ -47,6 +47,7 @@ from services.dispatcher.llm.api import TokenBudget
 from services.dispatcher.llm.failover import PinnedLLM
 from services.dispatcher.llm.pool import ModelPool
 from services.dispatcher.llm.react import ReactAgent
+from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.dead_letters import DeadLetters
 from shared.bus.events import EventPublisher, last_event_n
@@ -143,10 +144,7 @@ class Worker:
     async def drain(self, grace_s: float = 30.0) -> None:
         """Stop taking work; finish in-flight tasks within `grace_s`, then hand the rest back."""
         self._stopping.set()
-        if self._pull_task:
-            self._pull_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pull_task
+        await cancel_and_wait(self._pull_task)
         if self._dead is not None:
             await self._dead.stop()
         # The pull subscription too: a fetch cut short can leave its queue unfinished, and the

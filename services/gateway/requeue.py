@@ -10,6 +10,7 @@ import logging
 
 from services.gateway.db import Database
 from services.gateway.tasks import requeue_unpublished
+from shared.aio import cancel_and_wait
 from shared.bus import Bus
 
 log = logging.getLogger("agentix.gateway.requeue")
@@ -48,7 +49,4 @@ class Requeuer:
             self._wake.clear()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Iterable
 
+import anyio
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.problems import ApiProblem
+from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.contract.events import AnyEvent
@@ -62,8 +63,12 @@ async def _frames(
         try:
             async for seq, event in read_events(bus, task_id, after_seq=after, channels=channels, follow=follow):
                 await queue.put(frame(seq, event))
-        finally:
-            await queue.put(None)
+        except asyncio.CancelledError:
+            raise  # the response is gone: nobody reads an end marker, and a full queue would block it
+        except Exception:
+            await queue.put(None)  # the end marker: the writer then re-raises this error
+            raise
+        await queue.put(None)
 
     if metrics is not None:
         metrics.sse_clients.inc()
@@ -93,11 +98,12 @@ async def _frames(
                 reader.result()  # re-raise a reader failure instead of ending silently
                 return
     finally:
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await reader
         if metrics is not None:
             metrics.sse_clients.dec()
+        # sse-starlette closes a gone client's stream by cancelling an anyio scope, which would
+        # cancel every await here too: shield the wait so the reader is really gone.
+        with anyio.CancelScope(shield=True):
+            await cancel_and_wait(reader)
 
 
 def event_stream(

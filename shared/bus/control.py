@@ -16,6 +16,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel
 
+from shared.aio import cancel_and_wait
 from shared.bus.client import Bus
 from shared.contract.models import ControlUpdate
 
@@ -126,10 +127,7 @@ class ControlPlane:
             log.exception("applying control key %s failed", key)
 
     async def stop(self) -> None:
-        if self._watch_task:
-            self._watch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._watch_task
+        await cancel_and_wait(self._watch_task)
         if self._subscription is not None:
             with contextlib.suppress(Exception):
                 await self._subscription.unsubscribe()

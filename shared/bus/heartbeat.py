@@ -14,6 +14,7 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from shared.aio import cancel_and_wait
 from shared.bus.client import Bus, encode
 from shared.contract.base import utcnow
 from shared.contract.heartbeat import HealthReply, Heartbeat, Load
@@ -67,10 +68,7 @@ class Heartbeater:
         self._task = asyncio.create_task(self._run(), name=f"heartbeat-{self.service}")
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
 
 Checks = Callable[[], Awaitable[dict[str, Any]]]

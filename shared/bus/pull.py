@@ -12,6 +12,7 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 
+from shared.aio import cancel_and_wait
 from shared.bus.client import Bus
 
 log = logging.getLogger("agentix.bus.pull")
@@ -33,10 +34,7 @@ class PullLoop:
         self._task = asyncio.create_task(self._run(), name=f"pull-{self.durable}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

@@ -17,6 +17,7 @@ from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.bus.events import EventPublisher
 from shared.contract.events import DoneEvent, NodeEndEvent, NodeStartEvent, StatusEvent, TokenEvent
+from tests.support.wait import eventually
 
 DSL: dict[str, Any] = {
     "version": "1",
@@ -168,3 +169,33 @@ async def test_bad_resume_point_and_sse_auth(gw: EmbeddedGateway, client: httpx.
         async with browser.stream("GET", f"/api/v1/tasks/{task_id}/stream", params={"access_token": token}) as r:
             assert r.status_code == 200
             assert [f.event async for f in frames(r)][-1] == "done"
+
+
+async def test_a_client_that_leaves_while_the_stream_is_backed_up_frees_it(
+    gw: EmbeddedGateway, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More frames than the gateway's queue holds, so its reader blocks on a full queue; when the
+    client goes, the response and the reader must both end (no task left waiting forever)."""
+    monkeypatch.setattr(sse, "BATCH", 4)  # a queue of 16 frames
+    task_id = await new_task(client)
+    pub = EventPublisher(gw.app.state.bus, task_id)
+    for i in range(1_500):  # ~24 MB of frames
+        await pub.emit(TokenEvent(task_id=task_id, node_id="ans", text=f"{i:05d}" + "x" * 16_000))
+    await pub.flush()
+    open_streams = gw.app.state.metrics.sse_clients
+    nc = gw.app.state.bus.nc
+    subscriptions = len(nc._subs)  # the reader's ordered consumer adds one while it lives
+
+    def readers() -> list[asyncio.Task]:
+        return [t for t in asyncio.all_tasks() if t.get_name() == f"sse-{task_id}"]
+
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/stream") as resp:
+        assert resp.status_code == 200
+        await asyncio.sleep(1.0)  # not reading: socket buffers fill, then the queue
+        assert readers() and open_streams._value.get() == 1 and len(nc._subs) == subscriptions + 1
+        await resp.aclose()
+
+    async def freed() -> bool:
+        return not readers() and open_streams._value.get() == 0 and len(nc._subs) == subscriptions
+
+    await eventually(freed)

@@ -78,6 +78,9 @@ class Tools:
             await asyncio.sleep(0.1)
 
 
+SHUTDOWN_S = 60.0  # the ingestion worker's own grace for running batches is 25 s
+
+
 class InProcess:
     """tools_py and tools_go_equiv `run()` as tasks of the test's event loop."""
 
@@ -95,10 +98,13 @@ class InProcess:
         return self
 
     async def stop(self) -> None:
-        """tools_go_equiv first (its ingestion worker may still be calling doc_parse)."""
+        """tools_go_equiv first (its ingestion worker may still be calling doc_parse). A service
+        that does not stop fails the test here, by name, rather than at the suite's timeout."""
         for stop, task in reversed(self.stops):
             stop.set()
-            await task
+            done, _ = await asyncio.wait([task], timeout=SHUTDOWN_S)
+            assert done, f"{task.get_coro()} did not stop within {SHUTDOWN_S} s"
+            task.result()
 
 
 def service_env(settings: Settings, **extra: str) -> dict[str, str]:

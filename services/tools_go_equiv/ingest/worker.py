@@ -29,6 +29,7 @@ from services.tools_go_equiv.ingest.pipeline import IngestError, JobGone, Work, 
 from services.tools_go_equiv.kb.embed import EmbedderUnavailable
 from services.tools_go_equiv.kb.store import DocumentGone
 from services.tools_go_equiv.runtime import Runtime
+from shared.aio import cancel_and_wait
 from shared.bus.dead_letters import DeadLetters
 from shared.bus.events import EventPublisher, last_event_n
 from shared.bus.tracing import consumer_span, extract_context
@@ -320,7 +321,7 @@ class IngestWorker:
         self._freed.set()
         if self._loop_task:
             await asyncio.wait([self._loop_task], timeout=3)
-            self._loop_task.cancel()
+            await cancel_and_wait(self._loop_task)
         if self._tasks:
             _, pending = await asyncio.wait(list(self._tasks), timeout=timeout_s)
             for task in pending:
