@@ -12,7 +12,6 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from shared.bus.client import Bus
-from shared.contract.base import utcnow
 from shared.contract.events import AnyEvent, EventBase, parse_event
 
 MAX_PENDING_ACKS = 512
@@ -33,9 +32,9 @@ class EventPublisher:
         # The lock keeps stream order equal to `n` order when nodes emit concurrently.
         async with self._lock:
             self.n += 1
-            event.task_id = self.task_id
-            event.n = self.n
-            event.ts = utcnow()
+            if event.task_id != self.task_id:
+                event.task_id = self.task_id
+            event.stamp(self.n)
             subject = self.bus.subjects.events(self.task_id, event.channel)
             payload = event.model_dump_json(exclude_none=True).encode()
             fut = await self.bus.js.publish_async(subject, payload)

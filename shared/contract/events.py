@@ -18,8 +18,17 @@ class EventBase(Contract):
     type: str
     task_id: str
     n: int = 0
-    ts: datetime = Field(default_factory=utcnow)
+    # Set by `stamp` when the event is emitted (every published event has it); not at creation,
+    # which is on the engine's hot path and would be overwritten anyway.
+    ts: datetime | None = None
     node_id: str | None = None
+
+    def stamp(self, n: int) -> None:
+        """Number and time the event as its emitter sends it. Plain assignment to the model's
+        fields (these two need no validation), at a fraction of pydantic's `__setattr__` cost."""
+        self.__dict__["n"] = n
+        self.__dict__["ts"] = utcnow()
+        self.__pydantic_fields_set__.update(("n", "ts"))
 
     @property
     def channel(self) -> Channel:

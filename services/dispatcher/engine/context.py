@@ -130,9 +130,12 @@ class NodeContext:
         self.shared = shared
         self.node = node
         self.task = shared.task
-        self.usage = Usage()
+        self.usage: Usage | None = None  # made on the first model call: most nodes make none
         self.evaluation: EvalOutcome | None = None
         self._scope: dict[str, Any] | None = None
+
+    def count(self, usage: Usage) -> None:
+        self.usage = usage if self.usage is None else self.usage.add(usage)
 
     # -- templates ------------------------------------------------------------------------------
     @property
@@ -225,7 +228,7 @@ class NodeContext:
                 request, budget=self.shared.budget, on_delta=self.delta_sink(request.model) if stream else None
             )
             record_result(current, result)
-        self.usage = self.usage.add(result.usage)
+        self.count(result.usage)
         return result
 
     async def run_agent(self, request: LLMRequest, tools: list[ToolDescriptor], max_steps: int) -> LLMResult:
@@ -245,7 +248,7 @@ class NodeContext:
             llm = traced(self.shared.deps.llm, self.task.task_id, self.node.id)
             result = await runner(llm, turn, caller=self.shared.deps.tools, emit=emit, budget=self.shared.budget)
             record_result(current, result)
-        self.usage = self.usage.add(result.usage)
+        self.count(result.usage)
         return result
 
     def retrieved_chunks(self) -> list[str]:
@@ -343,7 +346,7 @@ class _Counted:
     async def complete(self, request: LLMRequest, *, budget: TokenBudget | None = None,
                        on_delta: DeltaSink | None = None) -> LLMResult:
         result = await self._llm.complete(request, budget=budget, on_delta=on_delta)
-        self._ctx.usage = self._ctx.usage.add(result.usage)
+        self._ctx.count(result.usage)
         return result
 
 

@@ -44,7 +44,7 @@ class EventLog:
 
     async def emit(self, event: EventBase) -> EventBase:
         self.n += 1
-        event.n = self.n  # `ts` is already set when the event is created
+        event.stamp(self.n)
         if self.keep:
             self.events.append(event)
         return event

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -314,11 +314,12 @@ class Runner:
 
         for node_id in to_check:
             check(node_id)
+        loop = asyncio.get_running_loop()
         running: dict[asyncio.Task[_Result], str] = {}
         completed: deque[asyncio.Task[_Result]] = deque()
         wake = self._wake = asyncio.Event()
 
-        def on_done(task: asyncio.Task[_Result]) -> None:
+        def report(task: asyncio.Task[_Result]) -> None:
             completed.append(task)
             wake.set()
 
@@ -330,8 +331,7 @@ class Runner:
                     skipped_now.clear()
                 while ready and len(running) < self.parallelism:
                     node_id = ready.popleft()
-                    task = asyncio.ensure_future(self._execute(nodes[node_id]))
-                    task.add_done_callback(on_done)
+                    task = loop.create_task(self._execute(nodes[node_id], report))
                     running[task] = node_id
                 if not running:
                     break
@@ -489,14 +489,19 @@ class Runner:
         running.clear()
 
     # -- one node -----------------------------------------------------------------------------------
-    async def _execute(self, node: PlanNode) -> _Result:
-        CURRENT_NODE.set(node.id)  # this node's own asyncio task: the value ends with it
-        await self._emit(NodeStartEvent(task_id=self.task.task_id, node_id=node.id, kind=node.kind))
-        with node_span(self.task.task_id, node) as current:
-            result = await self._run_node(node)
-            if result.status == "failed":
-                mark_failed(current, result.code)
-        return result
+    async def _execute(self, node: PlanNode, report: Callable[[asyncio.Task[_Result]], None]) -> _Result:
+        """One node in its own asyncio task, which it `report`s when it ends however it ends (this
+        is cheaper than a done callback: no extra turn of the event loop per node)."""
+        try:
+            CURRENT_NODE.set(node.id)  # this node's own asyncio task: the value ends with it
+            await self._emit(NodeStartEvent(task_id=self.task.task_id, node_id=node.id, kind=node.kind))
+            with node_span(self.task.task_id, node) as current:
+                result = await self._run_node(node)
+                if result.status == "failed":
+                    mark_failed(current, result.code)
+            return result
+        finally:
+            report(asyncio.current_task())  # type: ignore[arg-type]
 
     async def _run_node(self, node: PlanNode) -> _Result:
         started = self._node_started[node.id] = time.perf_counter()
