@@ -42,8 +42,15 @@ def render(status: dict[str, Any]) -> str:
          "last_error": next((i.get("last_error") for i in b.get("instances", []) if i.get("last_error")), None)}
         for model, b in status.get("breakers", {}).items()
     ]
+    queues = [
+        {"queue": name, "waiting": q.get("waiting"), "in_flight": q.get("in_flight"),
+         "redelivered": q.get("redelivered"), "dead_letters": q.get("dead_letters"),
+         "state": "ok" if q.get("ok") else q.get("error", "unavailable")}
+        for name, q in status.get("queues", {}).items()
+    ]
     return "\n".join([
         _table("Instances", instances + lost, ["service", "instance", "version", "age_s", "inflight", "state"]),
+        _table("Work queues", queues, ["queue", "waiting", "in_flight", "redelivered", "dead_letters", "state"]),
         _table("Infrastructure", infra, ["probe", "ok", "detail"]),
         _table("Tools", tools, ["service", "name", "requests", "errors", "avg_ms"]),
         _table("Model breakers", breakers, ["model", "state", "replicas", "last_error"]),

@@ -5,6 +5,7 @@ heartbeats, overview, rate limits, login."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 from sqlmodel import select
 
+from agentix.status import render as render_status
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.tables import AuditEntry, ModelRow
 from services.gateway.users import add_user
@@ -362,3 +364,24 @@ async def test_login_with_users_from_the_cli(gw: EmbeddedGateway, settings: Sett
             "correct horse"
             not in (await c.get("/api/v1/admin/audit", headers={"Authorization": f"Bearer {admin_token}"})).text
         )
+
+
+async def test_status_shows_work_queues_and_dead_letters_waiting(gw: EmbeddedGateway, admin: httpx.AsyncClient) -> None:
+    """No dispatcher runs here: a task message waits in its queue, and an exhausted-delivery
+    advisory (as the server sends it) waits in the dead-letter stream for a live worker."""
+    bus = gw.app.state.bus
+    names = bus.names
+    await bus.js.publish(bus.subjects.tasks_submit, b"{}")
+    advisory = {"stream": names.tasks_stream, "consumer": names.dispatcher_consumer, "stream_seq": 7, "deliveries": 3}
+    await bus.js.publish(names.exhausted_subject(names.tasks_stream, names.dispatcher_consumer),
+                         json.dumps(advisory).encode())  # fmt: skip
+
+    async def counted() -> dict[str, Any] | None:
+        queues = (await admin.get("/api/v1/admin/status")).json()["queues"]
+        return queues if queues["tasks"]["waiting"] == 1 else None
+
+    queues = await eventually(counted)
+    assert queues["tasks"] == {"ok": True, "waiting": 1, "in_flight": 0, "redelivered": 0, "dead_letters": 1}
+    assert queues["ingest"] == {"ok": True, "waiting": 0, "in_flight": 0, "redelivered": 0, "dead_letters": 0}
+    text = render_status((await admin.get("/api/v1/admin/status")).json())
+    assert "Work queues" in text and "tasks" in text

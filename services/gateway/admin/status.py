@@ -1,6 +1,6 @@
 """The operator's view: live instances from heartbeats, infrastructure probes, the tool registry
-(`$SRV.INFO`/`$SRV.STATS` of the `tools-go`/`tools-py` micro services) and breaker states that
-dispatchers report in their heartbeat detail."""
+(`$SRV.INFO`/`$SRV.STATS` of the `tools-go`/`tools-py` micro services), breaker states that
+dispatchers report in their heartbeat detail, and the work queues with their dead letters."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from fastapi import FastAPI
+from nats.js.errors import NotFoundError
 
 from services.gateway.readiness import probe_db, probe_nats, probe_redis
 from shared.bus import Bus
@@ -131,6 +132,39 @@ def breakers(instances: list[dict[str, Any]]) -> dict[str, Any]:
     return models
 
 
+async def _consumer(bus: Bus, stream: str, durable: str) -> dict[str, Any]:
+    try:
+        info = await bus.js.consumer_info(stream, durable, timeout=2)
+    except NotFoundError:
+        return {"ok": False, "error": "not declared"}
+    except Exception as exc:
+        return {"ok": False, "error": type(exc).__name__}
+    return {
+        "ok": True,
+        "waiting": info.num_pending or 0,  # not yet handed to a worker
+        "in_flight": info.num_ack_pending or 0,  # handed out, not yet acked
+        "redelivered": info.num_redelivered or 0,  # in flight after at least one failed attempt
+    }
+
+
+async def queues(bus: Bus | None) -> dict[str, Any]:
+    """Each work queue (tasks → dispatchers, ingest → tools-go) with its dead letters: messages
+    that used up their deliveries and wait for a live worker to record them `failed`."""
+    if bus is None or not bus.nc.is_connected:
+        return {}
+    names = bus.names
+    pairs = {"tasks": (names.tasks_stream, names.dispatcher_consumer),
+             "ingest": (names.ingest_stream, names.ingest_consumer)}  # fmt: skip
+    found = await asyncio.gather(*(
+        asyncio.gather(_consumer(bus, stream, durable), _consumer(bus, names.dead_stream, names.dead_consumer(durable)))
+        for stream, durable in pairs.values()
+    ))  # fmt: skip
+    out: dict[str, Any] = {}
+    for queue, (work, dead) in zip(pairs, found, strict=True):
+        out[queue] = work | {"dead_letters": (dead["waiting"] + dead["in_flight"]) if dead["ok"] else None}
+    return out
+
+
 async def status(app: FastAPI) -> dict[str, Any]:
     st = app.state
     registry = st.instances
@@ -143,6 +177,7 @@ async def status(app: FastAPI) -> dict[str, Any]:
     infra["otlp"] = otlp
     tools = await tool_registry(st.bus) if st.bus is not None and st.bus.nc.is_connected else {}
     return {
+        "queues": await queues(st.bus),
         "instances": sorted(live, key=lambda i: (i["service"], i["instance"])),
         "lost": lost,
         "infrastructure": infra,

@@ -269,6 +269,8 @@ export const scenarios = {
     const services = await page.$$eval('[data-testid="instances"] tbody tr td:first-child', (tds) => tds.map((t) => t.textContent));
     for (const s of ['gateway', 'dispatcher', 'tools-go', 'tools-py']) check(services.includes(s), `status lists ${s} (got ${services})`);
     await page.waitForSelector('table caption:text("Tool registry")', { state: 'attached' });
+    const queues = await page.$$eval('[data-testid="queues"] tr[data-queue]', (rows) => rows.map((r) => r.dataset.queue));
+    check(queues.join() === 'tasks,ingest', `status lists the work queues (got ${queues})`);
     await shot(page, '11-status');
 
     const prompt = `e2e_prompt_${rand()}`;

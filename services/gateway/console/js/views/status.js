@@ -90,6 +90,20 @@ function render(parts, data, fetchedAt) {
     : empty('No tool service answered.'));
 
   clear(parts.breakers, breakerTable(data.breakers));
+  clear(parts.queues, queueTable(data.queues));
+}
+
+/** Work queues (tasks, ingest): backlog, in flight, redelivered, and dead letters waiting. */
+export function queueTable(queues) {
+  const rows = Object.entries(queues || {}).map(([name, q]) => ({ name, ...q }));
+  if (!rows.length) return empty('Queue state is unavailable while NATS is unreachable.');
+  return table([
+    { label: 'Queue', cell: (r) => h('strong', {}, r.name) },
+    { label: 'Waiting', class: 'num', cell: (r) => (r.ok ? fmtNum(r.waiting) : badge(r.error || 'unavailable', 'error')) },
+    { label: 'In flight', class: 'num', cell: (r) => (r.ok ? fmtNum(r.in_flight) : '—') },
+    { label: 'Redelivered', class: 'num', cell: (r) => (r.ok ? fmtNum(r.redelivered) : '—') },
+    { label: 'Dead letters', class: 'num', cell: (r) => (r.dead_letters ? badge(fmtNum(r.dead_letters), 'error') : (r.dead_letters === 0 ? '0' : '—')) },
+  ], rows, { caption: 'Work queues', rowAttrs: (r) => ({ 'data-queue': r.name }) });
 }
 
 /** Re-draw only the ages and stale marks between polls, so "stale" appears the moment it is. */
@@ -113,7 +127,7 @@ export default {
   render(main) {
     const parts = {
       instances: h('div', { 'data-testid': 'instances' }, h('p', { class: 'muted' }, 'Loading…')),
-      infra: h('div'), tools: h('div'), breakers: h('div'),
+      infra: h('div'), tools: h('div'), breakers: h('div'), queues: h('div', { 'data-testid': 'queues' }),
     };
     const problem = h('div');
     main.append(
@@ -123,6 +137,7 @@ export default {
       h('div', { class: 'grid-2' },
         h('section', { class: 'panel', 'aria-labelledby': 'st-infra' }, h('h2', { id: 'st-infra' }, 'Infrastructure'), parts.infra),
         h('section', { class: 'panel', 'aria-labelledby': 'st-br' }, h('h2', { id: 'st-br' }, 'Model breakers'), parts.breakers)),
+      h('section', { class: 'panel', 'aria-labelledby': 'st-queues' }, h('h2', { id: 'st-queues' }, 'Work queues'), parts.queues),
       h('section', { class: 'panel', 'aria-labelledby': 'st-tools' }, h('h2', { id: 'st-tools' }, 'Tool registry'), parts.tools));
     const stopPoll = poll(async () => {
       const started = performance.now();
