@@ -242,6 +242,23 @@ export const scenarios = {
     await page.waitForSelector('[data-testid="hits"] .hit', LONG);
     check(await page.locator('[data-testid="hits"] .hit .sources .badge').count() > 0, 'hits name their sources');
     await shot(page, '09-kb-upload-search');
+
+    // Several files at once go in one batch request; each gets its own bar, the repeat of the
+    // handbook is said to be a duplicate.
+    const notes = ['alpha', 'beta'].map((n) => {
+      const path = join(dir, `${n}.md`);
+      writeFileSync(path, `# Notes ${n}\n\nThe ${word} ${n} checklist covers the breaker states.\n`);
+      return path;
+    });
+    const batch = page.waitForResponse((r) => r.url().endsWith('/documents/batch') && r.request().method() === 'POST');
+    await page.setInputFiles('[data-testid="file-input"]', [...notes, file]);
+    await page.getByRole('button', { name: 'Upload' }).click();
+    check((await batch).status() === 202, 'three files went in one batch request');
+    for (const n of ['alpha.md', 'beta.md']) {
+      await page.waitForFunction((name) => document.querySelector(`[data-upload="${name}"] [data-testid="upload-percent"]`)?.textContent === '100 %', n, LONG);
+    }
+    check((await page.textContent('[data-upload="handbook.md"]')).includes('already'), 'the repeated file is a duplicate');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="documents"] tr[data-doc]').length === 3, null, LONG);
   },
 
   async stale({ page }) {

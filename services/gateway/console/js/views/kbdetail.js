@@ -14,6 +14,8 @@ export function percentOf(stage, done, total) {
   return 99 * frac;
 }
 
+const BATCH_FILES = 100; // the batch route's limit per request
+
 function uploadRow(label) {
   const bar = h('progress', { max: 100, value: 0, 'aria-label': `Ingestion of ${label}` });
   const pct = h('span', { class: 'num', 'data-testid': 'upload-percent' }, '0 %');
@@ -110,14 +112,42 @@ export default {
       const files = [...fileInput.files];
       if (!files.length) { toast('Choose a file first.', 'error'); return; }
       fileInput.value = '';
-      for (const file of files) {
-        ingest(file.name, () => {
+      if (files.length === 1) {
+        ingest(files[0].name, () => {
           const form = new FormData();
-          form.append('file', file, file.name);
+          form.append('file', files[0], files[0].name);
           return api(`${base}/documents`, { method: 'POST', form });
         });
+        return;
       }
+      for (let i = 0; i < files.length; i += BATCH_FILES) ingestBatch(files.slice(i, i + BATCH_FILES));
     });
+
+    /** Several files in one request (the batch route), then one progress bar per file. */
+    async function ingestBatch(files) {
+      const rows = files.map((f) => uploadRow(f.name));
+      uploads.prepend(...rows.map((r) => r.row));
+      const form = new FormData();
+      for (const f of files) form.append('file', f, f.name);
+      let out;
+      try {
+        out = await api(`${base}/documents/batch`, { method: 'POST', form });
+      } catch (err) {
+        for (const r of rows) r.fail(err.message);
+        toast(err.message, 'error');
+        return;
+      }
+      const watched = (out.items || []).map((item, i) => {
+        const progress = rows[i];
+        if (!progress) return null;
+        if (item.error) { progress.fail(item.error.message || item.error.code); return null; }
+        if (item.duplicate) { progress.set(100, item.message || 'already in this knowledge base'); return null; }
+        progress.set(0, 'queued');
+        return watchJob(item.job_id, progress);
+      });
+      await Promise.all(watched.filter(Boolean));
+      await loadDocs();
+    }
 
     const title = h('input', { maxlength: 500 });
     const text = h('textarea', { rows: 5, style: 'font-family: inherit' });
