@@ -12,7 +12,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from shared.bus.client import Bus
-from shared.contract.events import AnyEvent, EventBase, parse_event
+from shared.contract.events import CHANNELS, AnyEvent, EventBase, parse_event
 
 MAX_PENDING_ACKS = 512
 
@@ -61,7 +61,7 @@ async def last_event(bus: Bus, task_id: str, channel: str) -> AnyEvent | None:
 async def last_event_n(bus: Bus, task_id: str) -> int:
     """The highest `n` stored for a task, so a new owner continues the numbering."""
     best = 0
-    for channel in ("status", "token", "exec"):
+    for channel in CHANNELS:
         event = await last_event(bus, task_id, channel)
         if event is not None:
             best = max(best, event.n)
@@ -83,9 +83,13 @@ async def read_events(
     that never started.
     """
     wanted = set(channels) if channels else None
+    # The server sends only the channels read (following also needs `status`, where `done` is):
+    # a catch-up that skips tokens does not download them all.
+    read = sorted(wanted | ({"status"} if follow else set())) if wanted is not None else list(CHANNELS)
     config = ConsumerConfig(
         deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after_seq > 0 else DeliverPolicy.ALL,
         opt_start_seq=after_seq + 1 if after_seq > 0 else None,
+        filter_subjects=[bus.subjects.events(task_id, c) for c in read] if len(read) < len(CHANNELS) else None,
     )
     sub = await bus.js.subscribe(
         bus.subjects.events_all(task_id),
@@ -95,7 +99,7 @@ async def read_events(
         stream=bus.names.events_stream,
     )
     try:
-        if not follow and await _nothing_after(bus, task_id, after_seq):
+        if not follow and await _nothing_after(bus, task_id, after_seq, read):
             return
         while True:
             msg = await sub.next_msg(timeout=idle_timeout_s if idle_timeout_s else 3600 * 24)
@@ -113,9 +117,9 @@ async def read_events(
             await sub.unsubscribe()
 
 
-async def _nothing_after(bus: Bus, task_id: str, after_seq: int) -> bool:
+async def _nothing_after(bus: Bus, task_id: str, after_seq: int, channels: Iterable[str]) -> bool:
     last = 0
-    for channel in ("status", "token", "exec"):
+    for channel in channels:
         try:
             msg = await bus.js.get_last_msg(bus.names.events_stream, bus.subjects.events(task_id, channel))
             last = max(last, msg.seq or 0)

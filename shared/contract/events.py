@@ -12,6 +12,7 @@ from shared.contract.base import Contract, utcnow
 from shared.contract.models import Usage
 
 Channel = Literal["status", "token", "exec"]
+CHANNELS: tuple[Channel, ...] = ("status", "token", "exec")
 
 
 class EventBase(Contract):

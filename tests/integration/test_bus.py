@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -63,6 +64,39 @@ async def test_read_events_filters_channels(bus: Bus) -> None:
     await pub.flush()
     types = [ev.type async for _, ev in read_events(bus, "t2", channels={"exec", "status"})]
     assert types == ["status", "node.start", "done"]
+
+
+async def test_read_events_asks_the_server_for_the_channels_read_only(bus: Bus) -> None:
+    """Without follow, a read of status+exec ends after the last of those even when tokens come
+    later, and the server never sends the tokens (the subscription sees only what it asked)."""
+    pub = EventPublisher(bus, "t3")
+    await pub.emit(StatusEvent(task_id="", status="running"))
+    await pub.emit(NodeStartEvent(task_id="", node_id="a", kind="agent"))
+    for i in range(200):
+        await pub.emit(TokenEvent(task_id="", node_id="a", text=f"w{i}"))
+    await pub.flush()
+    delivered: list[str] = []
+    real_subscribe = bus.js.subscribe
+
+    async def counting_subscribe(*args: Any, **kwargs: Any) -> Any:
+        sub = await real_subscribe(*args, **kwargs)
+        delivered.append(",".join(kwargs["config"].filter_subjects or []))
+        return sub
+
+    bus.js.subscribe = counting_subscribe  # type: ignore[method-assign]
+    try:
+        seen = [ev.type async for _, ev in read_events(bus, "t3", channels=("status", "exec"), follow=False)]
+    finally:
+        bus.js.subscribe = real_subscribe  # type: ignore[method-assign]
+    assert seen == ["status", "node.start"]
+    assert delivered == [f"{bus.subjects.events('t3', 'exec')},{bus.subjects.events('t3', 'status')}"]
+    # Only tokens after node.start: a status+exec read from there has nothing and ends at once.
+    start = [seq async for seq, _ in read_events(bus, "t3", follow=False)][1]
+
+    async def rest() -> list[Any]:
+        return [x async for x in read_events(bus, "t3", after_seq=start, channels=("status", "exec"), follow=False)]
+
+    assert await asyncio.wait_for(rest(), 5) == []
 
 
 async def test_empty_log_without_follow_ends(bus: Bus) -> None:
