@@ -14,8 +14,9 @@ import pytest
 from nats.js.errors import KeyWrongLastSequenceError
 from sqlmodel import Session
 
-from services.gateway.admin.control import CHAIN_KEY, current_chain
+from services.gateway.admin.control import CHAIN_KEY, bump, current_chain
 from services.gateway.embedded import EmbeddedGateway
+from services.gateway.tables import ControlValue
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
@@ -141,3 +142,27 @@ async def test_concurrent_replicas_publish_chain_revisions_in_order(replicas: li
         await watcher.stop()
         for c in clients:
             await c.aclose()
+
+
+async def test_two_first_writes_of_a_key_queue_instead_of_failing(replicas: list[EmbeddedGateway]) -> None:
+    """The first write of a control key by two replicas at once: the second waits for the
+    first's row and takes the next revision (it used to fail on the primary key: a 500)."""
+    engine = replicas[0].app.state.db.engine
+    key = f"test.first-{uuid.uuid4().hex[:6]}"
+    first = Session(engine)
+    assert bump(first, key, {"by": "a"}, "a") == 1  # not committed yet
+
+    def second() -> int:
+        with Session(engine) as session:
+            revision = bump(session, key, {"by": "b"}, "b")
+            session.commit()
+            return revision
+
+    racing = asyncio.create_task(asyncio.to_thread(second))
+    await asyncio.sleep(0.3)  # the second writer is now waiting on the first's row
+    first.commit()
+    first.close()
+    assert await asyncio.wait_for(racing, 10) == 2
+    with Session(engine) as session:
+        row = session.get(ControlValue, key)
+        assert row is not None and (row.revision, row.value) == (2, {"by": "b"})

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from nats.js.errors import KeyWrongLastSequenceError
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
 from services.gateway.db import Database
@@ -45,10 +47,15 @@ def model_config(row: ModelRow) -> ModelConfig:
 
 
 def bump(session: Session, key: str, value: dict[str, Any], by: str | None) -> int:
-    """Store a control document with revision+1 (row locked on PostgreSQL)."""
-    row = session.exec(select(ControlValue).where(ControlValue.key == key).with_for_update()).first()
-    if row is None:
-        row = ControlValue(key=key, value=value, revision=0)
+    """Store a control document with revision+1 (row locked on PostgreSQL). The row is created
+    first if missing, with ON CONFLICT DO NOTHING: two first writes at once (two replicas) then
+    queue on the row lock instead of one failing on the primary key."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    session.execute(
+        insert(ControlValue.__table__).values(key=key, value={}, revision=0, updated_at=now())  # type: ignore[attr-defined]
+        .on_conflict_do_nothing(index_elements=["key"])
+    )
+    row = session.exec(select(ControlValue).where(ControlValue.key == key).with_for_update()).one()
     row.value, row.revision, row.updated_by, row.updated_at = value, row.revision + 1, by, now()
     session.add(row)
     return row.revision
