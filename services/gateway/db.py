@@ -8,7 +8,9 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from anyio import to_thread
-from sqlmodel import Session
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Session, SQLModel, select
 
 from shared.db import make_engine, normalize_url
 
@@ -45,3 +47,17 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+M = TypeVar("M", bound=SQLModel)
+
+
+def get_or_create_locked(session: Session, model: type[M], **key: Any) -> M:
+    """The row of `model` with primary key `key`, created with its defaults if missing, and locked
+    for the rest of the transaction (PostgreSQL). Creating it with ON CONFLICT DO NOTHING first
+    makes two first writers (two replicas) queue on the row instead of one of them failing on
+    the primary key."""
+    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
+    table = model.__table__  # type: ignore[attr-defined]
+    session.execute(insert(table).values(model(**key).model_dump()).on_conflict_do_nothing())
+    return session.exec(select(model).filter_by(**key).with_for_update()).one()

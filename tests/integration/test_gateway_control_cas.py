@@ -15,6 +15,7 @@ from nats.js.errors import KeyWrongLastSequenceError
 from sqlmodel import Session
 
 from services.gateway.admin.control import CHAIN_KEY, bump, current_chain
+from services.gateway.admin.prompts import VersionIn, add_version
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.tables import ControlValue
 from shared.auth_tokens import mint_token
@@ -166,3 +167,22 @@ async def test_two_first_writes_of_a_key_queue_instead_of_failing(replicas: list
     with Session(engine) as session:
         row = session.get(ControlValue, key)
         assert row is not None and (row.revision, row.value) == (2, {"by": "b"})
+
+
+async def test_two_first_versions_of_a_prompt_queue_instead_of_failing(replicas: list[EmbeddedGateway]) -> None:
+    engine = replicas[0].app.state.db.engine
+    name = f"p-{uuid.uuid4().hex[:6]}"
+    first = Session(engine)
+    assert add_version(first, name, VersionIn(text="one"), "a")["version"] == 1  # not committed yet
+
+    def second() -> int:
+        with Session(engine) as session:
+            version = int(add_version(session, name, VersionIn(text="two"), "b")["version"])
+            session.commit()
+            return version
+
+    racing = asyncio.create_task(asyncio.to_thread(second))
+    await asyncio.sleep(0.3)
+    first.commit()
+    first.close()
+    assert await asyncio.wait_for(racing, 10) == 2

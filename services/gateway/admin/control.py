@@ -12,11 +12,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from nats.js.errors import KeyWrongLastSequenceError
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, col, select
 
-from services.gateway.db import Database
+from services.gateway.db import Database, get_or_create_locked
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import ControlValue, ModelRow, Prompt, PromptVersionRow, now
 from shared.bus.control import ControlPlane
@@ -47,15 +45,8 @@ def model_config(row: ModelRow) -> ModelConfig:
 
 
 def bump(session: Session, key: str, value: dict[str, Any], by: str | None) -> int:
-    """Store a control document with revision+1 (row locked on PostgreSQL). The row is created
-    first if missing, with ON CONFLICT DO NOTHING: two first writes at once (two replicas) then
-    queue on the row lock instead of one failing on the primary key."""
-    insert = pg_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
-    session.execute(
-        insert(ControlValue.__table__).values(key=key, value={}, revision=0, updated_at=now())  # type: ignore[attr-defined]
-        .on_conflict_do_nothing(index_elements=["key"])
-    )
-    row = session.exec(select(ControlValue).where(ControlValue.key == key).with_for_update()).one()
+    """Store a control document with revision+1 (row locked on PostgreSQL)."""
+    row = get_or_create_locked(session, ControlValue, key=key)
     row.value, row.revision, row.updated_by, row.updated_at = value, row.revision + 1, by, now()
     session.add(row)
     return row.revision

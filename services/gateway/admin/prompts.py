@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import func
 from sqlmodel import Session, col, select
 
+from services.gateway.db import get_or_create_locked
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Prompt, PromptVersionRow, aware, now
 
@@ -72,11 +73,7 @@ def get(session: Session, name: str) -> dict[str, Any]:
 
 
 def add_version(session: Session, name: str, body: VersionIn, by: str) -> dict[str, Any]:
-    prompt = session.exec(select(Prompt).where(Prompt.name == name).with_for_update()).first()
-    if prompt is None:
-        prompt = Prompt(name=name)
-        session.add(prompt)
-        session.flush()
+    prompt = get_or_create_locked(session, Prompt, name=name)
     latest = session.exec(select(func.max(PromptVersionRow.version)).where(PromptVersionRow.name == name)).one()
     row = PromptVersionRow(name=name, version=int(latest or 0) + 1, text=body.text, note=body.note, created_by=by)
     session.add(row)
