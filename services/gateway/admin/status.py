@@ -170,14 +170,14 @@ async def status(app: FastAPI) -> dict[str, Any]:
     registry = st.instances
     live = [registry.describe(s) for s in registry.live()]
     lost = [registry.describe(s) for s in registry.lost()]
-    db, nats_check, redis_check, otlp = await asyncio.gather(
-        probe_db(app), probe_nats(app), probe_redis(app), probe_otlp(st.settings.otlp_endpoint)
+    db, nats_check, redis_check, otlp, work_queues = await asyncio.gather(
+        probe_db(app), probe_nats(app), probe_redis(app), probe_otlp(st.settings.otlp_endpoint), queues(st.bus)
     )
     infra = {"database": db, "nats": nats_check, "redis": redis_check or {"ok": True, "configured": False}}
     infra["otlp"] = otlp
     tools = await tool_registry(st.bus) if st.bus is not None and st.bus.nc.is_connected else {}
     return {
-        "queues": await queues(st.bus),
+        "queues": work_queues,
         "instances": sorted(live, key=lambda i: (i["service"], i["instance"])),
         "lost": lost,
         "infrastructure": infra,
