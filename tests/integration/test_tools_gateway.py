@@ -244,6 +244,22 @@ async def test_report_round_trip_md_docx_pdf(api: Api) -> None:
     problem(await a.get(base, params={"format": "exe"}), 422)
     problem(await a.get("/reports/rep_missing/export"), 404)
 
+    # Delete: another user's report is not found; the owner's goes with every rendered file.
+    problem(await api.bob.delete(f"/reports/{stored['id']}"), 404)
+    gone = await a.delete(f"/reports/{stored['id']}")
+    assert gone.status_code == 200
+    assert gone.json() == {"deleted": stored["id"], "title": "Weekly review", "user_id": "alice"}
+    assert (await a.get("/reports")).json()["items"] == []
+    problem(await a.get(base, params={"format": "md"}), 404)
+    problem(await a.delete(f"/reports/{stored['id']}"), 404)
+    bucket = await api.tools.bus.object_store(api.tools.bus.names.reports_bucket)
+    try:
+        objects = await bucket.list(ignore_deletes=True)
+    except NotFoundError:  # nats-py: an empty bucket
+        objects = []
+    left = [o.name for o in objects if stored["id"] in (o.name or "")]
+    assert left == [], f"rendered files left behind: {left}"
+
 
 async def test_large_report_streams_in_chunks(api: Api) -> None:
     lines = "\n".join(f"- item {i}: " + "lorem ipsum " * 20 for i in range(3300))

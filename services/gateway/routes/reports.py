@@ -1,4 +1,4 @@
-"""Reports: list, and export as md/docx/pdf streamed from the object store chunk by chunk (a
+"""Reports: list, delete, and export as md/docx/pdf streamed from the object store chunk by chunk (a
 bounded pull consumer: memory stays flat whatever the file size or the client's speed). Admins
 list and export every user's reports (the tools apply the rule; items carry `user_id`)."""
 
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -95,3 +95,9 @@ async def export(
     return StreamingResponse(
         _chunks(bus, out["bucket"], info.nuid or "", size, info.digest), media_type=out["media_type"], headers=headers
     )
+
+
+@router.delete("/{report_id}")
+async def delete_report(report_id: str, request: Request, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+    request.state.audit_target = f"report={report_id}"
+    return await call_go_tool(bus, user, "report_delete", {"report_id": report_id})

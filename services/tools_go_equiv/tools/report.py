@@ -9,7 +9,7 @@ import re
 from typing import Any, Literal
 
 from pydantic import Field
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
 
 from services.tools_go_equiv import objects, runtime
 from services.tools_go_equiv.db.schema import reports
@@ -182,3 +182,33 @@ def _list(conn: Connection, owner: str | None, limit: int, cursor: str | None) -
 async def report_list(args: ReportListArgs, ctx: ToolContext) -> dict[str, Any]:
     rows, cursor = await runtime.get().db.read(_list, caller_of(args, ctx).scope, args.limit, args.cursor)
     return {"items": [_public(r) for r in rows], "next_cursor": cursor}
+
+
+class ReportRefArgs(UserArgs):
+    report_id: str = Field(min_length=1, max_length=100)
+
+
+def _delete(conn: Connection, owner: str | None, report_id: str) -> Any:
+    row = _get(conn, owner, report_id)
+    if row is not None:
+        conn.execute(delete(reports).where(reports.c.id == report_id))
+    return row
+
+
+@registry.tool(
+    name="report_delete",
+    title="Delete a report",
+    description="Delete a report with every rendered file of it.",
+    agent=False,
+    inject=("user_id",),
+)
+async def report_delete(args: ReportRefArgs, ctx: ToolContext) -> dict[str, Any]:
+    rt = runtime.get()
+    row = await rt.db.run(_delete, caller_of(args, ctx).scope, args.report_id)
+    if row is None:
+        raise ToolFailure("not_found", f"report {args.report_id!r} not found")
+    # The row is gone first: a file left behind by a failed delete is unreachable, never listed.
+    bucket = await objects.reports(rt.bus)
+    for file in json.loads(row.files).values():
+        await objects.delete_quietly(bucket, file["object"])
+    return {"deleted": row.id, "title": row.title, "user_id": row.user_id}
