@@ -103,8 +103,11 @@ async def report_store(args: StoreArgs, ctx: ToolContext) -> dict[str, Any]:
     return _public(await rt.db.run(write))
 
 
-class RenderArgs(UserArgs):
+class ReportRefArgs(UserArgs):
     report_id: str = Field(min_length=1, max_length=100)
+
+
+class RenderArgs(ReportRefArgs):
     format: Format = "pdf"
 
 
@@ -182,10 +185,6 @@ def _list(conn: Connection, owner: str | None, limit: int, cursor: str | None) -
 async def report_list(args: ReportListArgs, ctx: ToolContext) -> dict[str, Any]:
     rows, cursor = await runtime.get().db.read(_list, caller_of(args, ctx).scope, args.limit, args.cursor)
     return {"items": [_public(r) for r in rows], "next_cursor": cursor}
-
-
-class ReportRefArgs(UserArgs):
-    report_id: str = Field(min_length=1, max_length=100)
 
 
 def _delete(conn: Connection, owner: str | None, report_id: str) -> Any:
