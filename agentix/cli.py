@@ -1,4 +1,4 @@
-"""`agentix …` — start the suite, run workflows, mint tokens, manage users, watch status."""
+"""`agentix …` — start the suite, run workflows, chat, mint tokens, manage users, watch status."""
 
 from __future__ import annotations
 
@@ -27,24 +27,55 @@ def _settings(data_dir: str | None):
     return Settings(data_dir=Path(data_dir)) if data_dir else Settings()
 
 
+def _server_options(parser: argparse.ArgumentParser) -> None:
+    """Where the gateway is and who is asking (a dev admin token is minted from the data dir)."""
+    parser.add_argument("--url", default=os.environ.get("AGENTIX_URL", "http://127.0.0.1:8080"))
+    parser.add_argument("--token", default=os.environ.get("AGENTIX_TOKEN"))
+    parser.add_argument("--data-dir", default=os.environ.get("AGENTIX_DATA_DIR", ".agentix"),
+                        help="where to find the JWT secret when no --token is given")
+
+
+def _cluster_size(text: str) -> int:
+    size = int(text)
+    if size < 3:
+        # Two nodes cannot keep a JetStream quorum when one of them is down.
+        raise argparse.ArgumentTypeError("a cluster needs at least 3 nodes")
+    return size
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentix", description="Event-driven AI-agent workflows on NATS.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="start NATS and all four services (embedded mode)")
+    up = sub.add_parser("up", help="start NATS and all four services, and restart any that exits")
     up.add_argument("--data-dir", default=os.environ.get("AGENTIX_DATA_DIR", ".agentix"))
     up.add_argument("--port", type=int, default=8080, help="gateway HTTP port (default 8080)")
-    up.add_argument("--nats", default=None, help="use this NATS server instead of starting one")
+    nats = up.add_mutually_exclusive_group()
+    nats.add_argument("--nats", default=None, help="use this NATS server instead of starting one")
+    nats.add_argument("--cluster", type=_cluster_size, default=0, metavar="N",
+                      help="start a local NATS cluster of N nodes (3 or more), JetStream replicas 3, as in production")
     up.add_argument("--host", default="127.0.0.1", help="gateway bind address")
 
     run = sub.add_parser("run", help="submit a DSL file and follow it live")
     run.add_argument("file", type=Path)
-    run.add_argument("--input", default="{}", help="task input as JSON")
-    run.add_argument("--url", default=os.environ.get("AGENTIX_URL", "http://127.0.0.1:8080"))
-    run.add_argument("--token", default=os.environ.get("AGENTIX_TOKEN"))
-    run.add_argument("--data-dir", default=os.environ.get("AGENTIX_DATA_DIR", ".agentix"),
-                     help="where to find the JWT secret when no --token is given")
+    run.add_argument("--input", default=None,
+                     help="task input as JSON (default: the first example of the workflow's input schema)")
+    _server_options(run)
     run.add_argument("--quiet", action="store_true", help="print only the final output")
+
+    approve = sub.add_parser("approve", help="approve (or --reject) a task that waits for approval")
+    approve.add_argument("task", help="the task id (`agentix run` prints it)")
+    approve.add_argument("--reject", action="store_true", help="reject instead of approving")
+    approve.add_argument("--comment", default=None, help="a note kept with the decision")
+    approve.add_argument("--node", default=None, help="the approval node, when several wait at once")
+    _server_options(approve)
+
+    chat = sub.add_parser("chat", help="talk to an agent in the terminal (a conversation of the chat API)")
+    chat.add_argument("--conversation", default=None, help="go on with this conversation (default: a new one)")
+    chat.add_argument("--mode", choices=("plan", "react", "direct"), default=None,
+                      help="how the agent answers (default: the conversation's, react for a new one)")
+    chat.add_argument("--model", default=None, help="the model to answer with (default: the failover chain)")
+    _server_options(chat)
 
     token = sub.add_parser("token", help="mint a bearer token")
     token.add_argument("name")
@@ -53,33 +84,50 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--data-dir", default=os.environ.get("AGENTIX_DATA_DIR"))
 
     status = sub.add_parser("status", help="show every service instance, breaker and tool")
-    status.add_argument("--url", default=os.environ.get("AGENTIX_URL", "http://127.0.0.1:8080"))
-    status.add_argument("--token", default=os.environ.get("AGENTIX_TOKEN"))
-    status.add_argument("--data-dir", default=os.environ.get("AGENTIX_DATA_DIR", ".agentix"))
+    _server_options(status)
     status.add_argument("--watch", action="store_true")
 
     health = sub.add_parser("health", help="exit 0 when this host's instance of SERVICE answers healthy")
     health.add_argument("service", choices=list(SERVICE_MODULES))
 
     for name in SERVICE_MODULES:
-        svc = sub.add_parser(name, help=f"run the {name} service alone")
-        svc.add_argument("args", nargs=argparse.REMAINDER)
-    user = sub.add_parser("user", help="manage users (add NAME [--admin] [--password P])")
-    user.add_argument("args", nargs=argparse.REMAINDER)
+        # Parsed by the service itself (see `main`): `agentix gateway --port 9000`.
+        sub.add_parser(name, help=f"run the {name} service alone (its options follow)", add_help=False)
+    user = sub.add_parser("user", help="manage users")
+    user_sub = user.add_subparsers(dest="user_command", required=True)
+    add = user_sub.add_parser("add", help="create a user, or reset their password and role")
+    add.add_argument("name")
+    add.add_argument("--admin", action="store_true")
+    secret = add.add_mutually_exclusive_group()
+    secret.add_argument("--password", help="the password (visible in the process list: prefer --password-stdin)")
+    secret.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    add.add_argument("--data-dir", default=os.environ.get("AGENTIX_DATA_DIR"))
     sub.add_parser("migrate", help="apply database migrations")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SERVICE_MODULES:
+        # The service owns its options; argparse would refuse those it does not know.
+        return _exec_module(SERVICE_MODULES[argv[0]], argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "up":
         from agentix.up import up
 
-        return up(Path(args.data_dir), args.port, args.nats, args.host)
+        return up(Path(args.data_dir), args.port, args.nats, args.host, cluster_size=args.cluster)
     if args.command == "run":
         from agentix.run import run_file
 
         return run_file(args)
+    if args.command == "approve":
+        from agentix.approve import approve
+
+        return approve(args)
+    if args.command == "chat":
+        from agentix.chat import chat_command
+
+        return chat_command(args)
     if args.command == "token":
         from shared.auth_tokens import mint_token
 
@@ -93,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentix.health import check_local_health
 
         return check_local_health(args.service)
-    if args.command in SERVICE_MODULES:
-        return _exec_module(SERVICE_MODULES[args.command], args.args)
     if args.command == "user":
-        return _exec_module("services.gateway", ["user", *args.args])
+        from agentix.users import add_user_command
+
+        return add_user_command(args, _settings(args.data_dir))
     if args.command == "migrate":
         return _exec_module("services.gateway", ["migrate"])
     return 2

@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from agentix.printer import Printer
 from agentix.sse import follow
 
 
@@ -24,77 +26,60 @@ def resolve_token(token: str | None, data_dir: str | None) -> str:
     return mint_token(settings, "dev", admin=True)
 
 
-def _problem(resp: httpx.Response) -> str:
+def problem_text(resp: httpx.Response) -> str:
     try:
         body = resp.json()
     except ValueError:
         return resp.text
     lines = [f"{body.get('title', 'error')}: {body.get('detail', '')}"]
     for err in body.get("errors") or []:
-        where = err.get("node_id") or (f"edge {err['edge_index']}" if "edge_index" in err else "")
+        where = err.get("node_id") or (f"edge {err['edge_index']}" if "edge_index" in err else err.get("field", ""))
         lines.append(f"  - [{err.get('code')}] {where} {err.get('message')}")
     return "\n".join(lines)
 
 
-class Printer:
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.in_tokens = False
-        self.token_node: str | None = None
+def sample_input(dsl: Any) -> dict[str, Any] | None:
+    """The first of the input schema's `examples` (JSON Schema's own keyword), if it has one."""
+    for node in (dsl.get("nodes") or []) if isinstance(dsl, dict) else []:
+        if isinstance(node, dict) and node.get("kind") == "input":
+            schema = (node.get("config") or {}).get("schema") or {}
+            examples = schema.get("examples") if isinstance(schema, dict) else None
+            if isinstance(examples, list) and examples and isinstance(examples[0], dict):
+                return examples[0]
+    return None
 
-    def out(self, text: str) -> None:
-        if self.quiet:
-            return
-        if self.in_tokens:
-            sys.stdout.write("\n")
-            self.in_tokens = False
-        self.token_node = None
-        print(text, flush=True)
 
-    def token(self, node: str, text: str) -> None:
-        if self.quiet:
-            return
-        if node != self.token_node:
-            # Parallel nodes stream at once: start a labelled line whenever the speaker changes.
-            sys.stdout.write(("\n" if self.in_tokens else "") + f"  [{node}] ")
-            self.token_node = node
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        self.in_tokens = True
+def _read(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    dsl = json.loads(args.file.read_text())
+    if args.input is not None:
+        return dsl, json.loads(args.input)
+    sample = sample_input(dsl)
+    if sample is None:
+        return dsl, {}
+    if not args.quiet:
+        print(f"input (the workflow's example; give your own with --input): {json.dumps(sample)}", flush=True)
+    return dsl, sample
 
-    def show(self, name: str, d: dict) -> None:
-        node = d.get("node_id", "")
-        if name == "status":
-            self.out(f"● {d['status']}" + (f" — {d['error']}" if d.get("error") else ""))
-        elif name == "node.start":
-            self.out(f"▶ {node} ({d.get('kind')})")
-        elif name == "node.end":
-            mark = "✓" if d.get("status") == "done" else "✗"
-            extra = f" — {d['error']}" if d.get("error") else ""
-            self.out(f"{mark} {node} {d.get('duration_ms', 0):.0f} ms{extra}")
-        elif name == "node.skip":
-            self.out(f"↷ {node} skipped")
-        elif name in ("token", "thinking"):
-            self.token(node, d.get("text", ""))
-        elif name == "tool.call":
-            self.out(f"  ⚙ {d.get('tool')}({json.dumps(d.get('args', {}))[:120]})")
-        elif name == "tool.result":
-            self.out(f"  ⚙ {'ok' if d.get('ok') else 'error'} {d.get('result_preview') or d.get('error') or ''}"[:160])
-        elif name == "branch":
-            self.out(f"⑂ {node} → {d.get('handle')}")
-        elif name == "approval.request":
-            self.out(f"⏸ {node} waits for approval: {d.get('message')}\n"
-                     f"  approve with: POST /api/v1/tasks/{d['task_id']}/approval {{\"decision\": \"approve\"}}")
-        elif name == "error":
-            self.out(f"! {d.get('code')}: {d.get('message')}")
-        elif name in ("budget", "eval", "guardrail", "expert.start", "expert.end", "approval.decision"):
-            self.out(f"· {name} {json.dumps({k: v for k, v in d.items() if k not in ('task_id', 'ts', 'n')})}")
+
+def _ask_approval(client: httpx.Client, headers: dict[str, str], task_id: str, event: dict[str, Any]) -> None:
+    """On a terminal, answer an approval request inline; elsewhere, say how to answer it."""
+    if not sys.stdin.isatty():
+        print(f"  approve with: agentix approve {task_id} [--reject] [--comment TEXT]", flush=True)
+        return
+    try:
+        answer = input(f"  approve {event.get('node_id')}? [y/n] ").strip().lower()
+    except EOFError:
+        return
+    decision = "approve" if answer in ("y", "yes") else "reject"
+    body = {"decision": decision, "node_id": event.get("node_id")}
+    resp = client.post(f"/api/v1/tasks/{task_id}/approval", json=body, headers=headers)
+    if resp.status_code != 202:
+        print(problem_text(resp), file=sys.stderr, flush=True)
 
 
 def run_file(args: argparse.Namespace) -> int:
     try:
-        dsl = json.loads(args.file.read_text())
-        task_input = json.loads(args.input)
+        dsl, task_input = _read(args)
     except (OSError, ValueError) as exc:
         print(f"cannot read input: {exc}", file=sys.stderr)
         return 2
@@ -108,18 +93,21 @@ def run_file(args: argparse.Namespace) -> int:
             print(f"cannot reach {base}: {exc}", file=sys.stderr)
             return 2
         if resp.status_code != 202:
-            print(_problem(resp), file=sys.stderr)
+            print(problem_text(resp), file=sys.stderr)
             return 1
         task_id = resp.json()["id"]
         printer.out(f"task {task_id}")
-        final: dict = {}
+        final: dict[str, Any] = {}
         for ev in follow(client, f"/api/v1/tasks/{task_id}/events", headers):
             printer.show(ev.event, ev.data)
+            if ev.event == "approval.request":
+                _ask_approval(client, headers, task_id, ev.data)
             if ev.event == "done":
                 final = ev.data
-    printer.in_tokens and printer.out("")
-    print(json.dumps(final.get("output"), indent=2, ensure_ascii=False))
+    printer.flush()
     status = final.get("status")
+    if status == "done" or final.get("output") is not None:
+        print(json.dumps(final.get("output"), indent=2, ensure_ascii=False))
     if status != "done":
         print(f"task ended {status}: {final.get('error') or ''}", file=sys.stderr)
         return 1

@@ -40,9 +40,11 @@ def parse_stream(lines: Iterator[str]) -> Iterator[SseEvent]:
             data.append(value)
 
 
-def follow(client: httpx.Client, url: str, headers: dict[str, str], retries: int = 30) -> Iterator[SseEvent]:
-    """Yield events until the server ends the stream after `done`; reconnect on errors."""
-    last_id: str | None = None
+def follow(client: httpx.Client, url: str, headers: dict[str, str], retries: int = 30,
+           after: str | None = None) -> Iterator[SseEvent]:
+    """Yield events (those after the id `after`, when given) until the server ends the stream
+    after `done`; reconnect on errors."""
+    last_id = after
     failures = 0
     while True:
         hdrs = dict(headers)

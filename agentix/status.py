@@ -1,14 +1,17 @@
-"""`agentix status [--watch]`: the admin status page as terminal tables."""
+"""`agentix status [--watch]`: the admin status page as terminal tables, and the restarts of the
+processes a local `agentix up` supervises (from its state file in the data dir)."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from agentix.run import resolve_token
+from agentix.supervision_state import read_state, supervisor_alive
 
 
 def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -57,19 +60,38 @@ def render(status: dict[str, Any]) -> str:
     ])
 
 
+def render_supervision(doc: dict[str, Any] | None, now: float | None = None) -> str:
+    """The processes `agentix up` supervises, from its state file; empty when there is none."""
+    if not doc:
+        return ""
+    now = time.time() if now is None else now
+    rows = [
+        {**p, "process": p.get("name"), "pid": p.get("pid") or "-",
+         "up_for": f"{now - p['since']:.0f}s" if p.get("since") and p.get("pid") else "-",
+         "last_exit": p.get("last_exit") and f"{p['last_exit']} ({now - (p.get('last_exit_at') or now):.0f}s ago)"}
+        for p in doc.get("processes", [])
+    ]
+    pid = doc.get("supervisor_pid")
+    title = (f"Supervised by agentix up (pid {pid})" if supervisor_alive(doc)
+             else f"Last supervised by agentix up (pid {pid}, no longer running)")
+    return _table(title, rows, ["process", "pid", "state", "restarts", "up_for", "last_exit"])
+
+
 def show_status(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {resolve_token(args.token, args.data_dir)}"}
     with httpx.Client(base_url=args.url.rstrip("/"), timeout=10) as client:
         while True:
+            # Read on every round: the supervisor rewrites it on each start, exit and restart.
+            supervision = render_supervision(read_state(Path(args.data_dir)))
             try:
                 resp = client.get("/api/v1/admin/status", headers=headers)
             except httpx.HTTPError as exc:
-                print(f"cannot reach {args.url}: {exc}")
+                print(f"cannot reach {args.url}: {exc}\n{supervision}")
                 return 2
             if resp.status_code != 200:
-                print(f"HTTP {resp.status_code}: {resp.text}")
+                print(f"HTTP {resp.status_code}: {resp.text}\n{supervision}")
                 return 1
-            text = render(resp.json())
+            text = render(resp.json()) + supervision
             if not args.watch:
                 print(text)
                 return 0

@@ -1,5 +1,6 @@
-"""`agentix up`: NATS from the wheel plus the four services as child processes with prefixed
-logs. Ctrl-C drains the services first, then stops NATS."""
+"""`agentix up`: NATS from the wheel (one server, or a local cluster) plus the four services as
+supervised child processes with prefixed logs. A child that exits is restarted; Ctrl-C (or a
+crash loop) drains the services first, then stops NATS."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import httpx
 
-from shared.natsd import NatsServer, port_is_free
+from agentix import cluster
+from agentix.supervision_state import state_path
+from agentix.supervisor import ChildSpec, Supervisor
 
 SERVICES: list[tuple[str, str]] = [
     ("tools-py", "services.tools_py"),
@@ -21,69 +24,41 @@ SERVICES: list[tuple[str, str]] = [
     ("dispatcher", "services.dispatcher"),
     ("gateway", "services.gateway"),
 ]
-COLOURS = ["36", "35", "33", "32", "34"]
+SERVICE_TIER = 1
+NATS_STOP_DEADLINE_S = 10.0
 
 
-def _pump(name: str, colour: str, stream, lock: threading.Lock) -> None:
-    tty = sys.stdout.isatty()
-    tag = f"\033[{colour}m{name:>10}\033[0m |" if tty else f"{name:>10} |"
-    for raw in iter(stream.readline, b""):
-        with lock:
-            sys.stdout.write(f"{tag} {raw.decode(errors='replace').rstrip()}\n")
-            sys.stdout.flush()
+def service_spec(name: str, module: str, args: list[str], env: dict[str, str], log_dir: Path | None) -> ChildSpec:
+    return ChildSpec(name, [sys.executable, "-m", module, *args], env, tier=SERVICE_TIER,
+                     log_file=log_dir / f"{name}.log" if log_dir else None)
 
 
-class Suite:
+class Suite(Supervisor):
+    """The four services without restarts, for the end-to-end harness: a service that dies there
+    is a failure to report, not to hide. Output goes to the terminal or `<log_dir>/<name>.log`."""
+
     def __init__(self, data_dir: Path, env: dict[str, str], log_dir: Path | None = None) -> None:
-        """Children's output goes to the terminal with a prefix, or to `<log_dir>/<name>.log`."""
+        super().__init__(restart=False)
         self.data_dir = data_dir
         self.env = env
         self.log_dir = log_dir
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
-        self._lock = threading.Lock()
 
     def spawn(self, name: str, module: str, args: list[str]) -> subprocess.Popen[bytes]:
-        out = open(self.log_dir / f"{name}.log", "ab") if self.log_dir else subprocess.PIPE
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            env=self.env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches only us; we stop children in order
-        )
-        if proc.stdout is not None:
-            colour = COLOURS[len(self.children) % len(COLOURS)]
-            threading.Thread(target=_pump, args=(name, colour, proc.stdout, self._lock), daemon=True).start()
-        self.children.append((name, proc))
-        return proc
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        # Front door first, workers after: the gateway stops taking tasks before they drain.
-        for _, proc in reversed(self.children):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        for name, proc in reversed(self.children):
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                print(f"{name} did not stop in time; killing it", flush=True)
-                proc.kill()
+        return self.start(service_spec(name, module, args, self.env, self.log_dir))
 
     def dead(self) -> str | None:
-        for name, proc in self.children:
-            if proc.poll() is not None:
-                return f"{name} exited with code {proc.returncode}"
-        return None
+        return self.failure
 
 
-def wait_ready(url: str, suite: Suite, timeout_s: float = 90.0) -> bool:
+def wait_ready(url: str, supervisor: Supervisor, stop: threading.Event | None = None,
+               timeout_s: float = 90.0) -> bool:
     """Until the gateway is ready and every service of the suite has sent a heartbeat (a tool
-    service that is still starting would fail a first task's tool node as `unknown_tool`)."""
+    service that is still starting would fail a first task's tool node as `unknown_tool`).
+    A service restarted meanwhile is waited for; a crash loop ends the wait."""
     wanted = {name for name, _ in SERVICES if name != "gateway"}
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if suite.dead():
+    while time.monotonic() < deadline and not supervisor.failed.is_set():
+        if stop is not None and stop.is_set():
             return False
         try:
             resp = httpx.get(f"{url}/ready", timeout=2)
@@ -95,68 +70,105 @@ def wait_ready(url: str, suite: Suite, timeout_s: float = 90.0) -> bool:
     return False
 
 
-def up(data_dir: Path, port: int, nats_url: str | None, host: str = "127.0.0.1") -> int:
+def up(data_dir: Path, port: int, nats_url: str | None, host: str = "127.0.0.1", cluster_size: int = 0) -> int:
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    nats: NatsServer | None = None
-    if nats_url is None:
-        nats_port = 4222 if port_is_free(4222) else None
-        nats = NatsServer(data_dir / "nats", port=nats_port, log_file=data_dir / "nats-server.log").start()
-        nats_url = nats.url
-        print(f"nats-server with JetStream on {nats_url} (store {data_dir / 'nats'})", flush=True)
-
-    env = {**os.environ, "AGENTIX_NATS_SERVERS": nats_url, "AGENTIX_DATA_DIR": str(data_dir),
-           "PYTHONUNBUFFERED": "1"}
-    suite = Suite(data_dir, env)
-    stopping = False
+    supervisor = Supervisor(state_file=state_path(data_dir))
+    stopping = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.set()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    code = 0
+    env = {**os.environ, "AGENTIX_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
     try:
+        if nats_url is not None:
+            env["AGENTIX_NATS_SERVERS"] = nats_url
+        elif not _start_nats(supervisor, data_dir, cluster_size, env):
+            return 1
         migrate = subprocess.run([sys.executable, "-m", "services.gateway", "migrate"], env=env, check=False)
         if migrate.returncode != 0:
             print("database migration failed; not starting", flush=True)
             return 1
+        from agentix.users import ensure_dev_admin
+        from shared.settings import Settings
+
+        dev_password = ensure_dev_admin(Settings(data_dir=data_dir))
         for name, module in SERVICES:
             args = ["--port", str(port), "--host", host] if name == "gateway" else []
-            suite.spawn(name, module, args)
+            supervisor.start(service_spec(name, module, args, env, None))
         api = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-        if not wait_ready(api, suite):
-            print(f"the suite did not become ready: {suite.dead() or 'timed out waiting for /ready'}", flush=True)
+        if not wait_ready(api, supervisor, stopping):
+            if stopping.is_set():
+                return 0
+            print(f"the suite did not become ready: {_why(supervisor) or 'timed out waiting for /ready'}", flush=True)
             return 1
-        _banner(api, data_dir)
-        while not stopping:
-            if (why := suite.dead()) is not None:
-                print(f"stopping: {why}", flush=True)
-                code = 1
-                break
-            time.sleep(0.3)
+        _banner(api, data_dir, dev_password)
+        # Waking twice a second only to notice Ctrl-C, which sets `stopping` from the handler.
+        while not stopping.is_set() and not supervisor.failed.wait(0.5):
+            pass
+        if supervisor.failed.is_set():
+            print(f"stopping: {_why(supervisor)}", flush=True)
+            return 1
+        return 0
     finally:
         print("stopping services…", flush=True)
-        suite.stop()
-        if nats is not None:
-            nats.stop()
+        supervisor.stop({cluster.NATS_TIER: NATS_STOP_DEADLINE_S})
         print("stopped.", flush=True)
-    return code
 
 
-def _banner(api: str, data_dir: Path) -> None:
+def _start_nats(supervisor: Supervisor, data_dir: Path, cluster_size: int, env: dict[str, str]) -> bool:
+    """Start the NATS node(s) under the supervisor, wait until healthy, point `env` at them."""
+    nodes = cluster.cluster_nodes(data_dir, cluster_size) if cluster_size else cluster.single_node(data_dir)
+    for spec in cluster.node_specs(nodes, data_dir, env):
+        supervisor.start(spec)
+    if not cluster.wait_healthy(nodes, supervisor):
+        print(f"NATS did not become healthy: {_why(supervisor) or 'timed out'}", flush=True)
+        return False
+    env.update(cluster.services_env(nodes))
+    urls = env["AGENTIX_NATS_SERVERS"]
+    if cluster_size:
+        print(f"NATS cluster of {len(nodes)} nodes with JetStream (replicas {env['AGENTIX_JS_REPLICAS']}) on {urls} "
+              f"(stores under {data_dir / 'nats-cluster'})", flush=True)
+    else:
+        print(f"nats-server with JetStream on {urls} (store {nodes[0].store_dir})", flush=True)
+    return True
+
+
+def _why(supervisor: Supervisor) -> str | None:
+    """Why the supervisor gave up, with the last lines the process printed."""
+    if supervisor.failure is None or supervisor.failed_child is None:
+        return supervisor.failure
+    lines = supervisor.last_lines(supervisor.failed_child)
+    tail = "\n".join(f"  | {line}" for line in lines) or "  (no output)"
+    return f"{supervisor.failure}\nlast output of {supervisor.failed_child}:\n{tail}"
+
+
+def _banner(api: str, data_dir: Path, dev_password: str | None) -> None:
+    from agentix.users import DEV_ADMIN
     from shared.auth_tokens import mint_token
     from shared.settings import Settings
 
-    token = mint_token(Settings(data_dir=data_dir), "dev", admin=True)
+    token = mint_token(Settings(data_dir=data_dir), DEV_ADMIN, admin=True)
+    if dev_password is not None:
+        login = f"user {DEV_ADMIN!r}, password {dev_password}   (shown this once: note it down)"
+    else:
+        login = (f"user {DEV_ADMIN!r} with the password printed when this data dir was created\n"
+                 f"             (forgot it? agentix user add {DEV_ADMIN} --admin --data-dir {data_dir})")
+    # The CLI's defaults find this suite when it runs on port 8080 from `./.agentix`; else say where.
+    defaults = api == "http://127.0.0.1:8080" and data_dir == Path(".agentix").resolve()
+    where = "" if defaults else f" --url {api} --data-dir {data_dir}"
     print(
         f"""
 Agentix is up.
-  API        {api}/api/v1   (docs {api}/docs, console {api}/console)
+  API        {api}/api/v1   (docs {api}/docs)
+  Console    {api}/console
+  Log in as  {login}
   Dev token  {token}
-  Try        agentix run examples/hello.json --url {api} --data-dir {data_dir} \\
-                 --input '{{"text": "What does Agentix do?"}}'
+  Try        agentix run examples/hello.json{where}
+             agentix approve TASK_ID{where}   (answers a task that waits for approval)
+             agentix status{where}   (services, queues, and restarts of this supervisor)
              curl -H "Authorization: Bearer <dev token>" {api}/api/v1/tasks
 Press Ctrl-C to stop.
 """,

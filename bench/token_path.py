@@ -38,7 +38,7 @@ import openai
 
 from agentix.sse import parse_stream
 from services.dispatcher.llm.api import Delta, LLMRequest, TokenBudget
-from services.dispatcher.llm.control import ModelControl
+from services.dispatcher.llm.chain_config import ModelControl
 from services.dispatcher.llm.pool import ModelPool
 from shared.auth_tokens import mint_token
 from shared.bus import Bus

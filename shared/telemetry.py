@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind
 
-from shared.settings import VERSION, Settings
+from shared.settings import VERSION, CommonSettings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -34,7 +34,7 @@ def traces_url(endpoint: str) -> str:
     return url if url.endswith("/v1/traces") else url + "/v1/traces"
 
 
-def setup_tracing(settings: Settings, service: str) -> TracerProvider | None:
+def setup_tracing(settings: CommonSettings, service: str) -> TracerProvider | None:
     """Install the process-wide provider (service.name `agentix-<service>`) when an OTLP endpoint
     is configured. Once per process: later calls (or no endpoint) return None."""
     global _provider
@@ -101,7 +101,7 @@ class _TraceField(logging.Filter):
         return True
 
 
-def setup_logging(settings: Settings, service: str) -> None:
+def setup_logging(settings: CommonSettings, service: str) -> None:
     """One log format for every service, with the trace id of the current span when there is one."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(LOG_FORMAT))

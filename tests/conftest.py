@@ -14,6 +14,9 @@ from shared.bus import Bus
 from shared.settings import Settings
 from tests.support.nats_server import NatsServer
 
+# No test reaches a real model: HTTP to any host but loopback is refused and fails the test.
+pytest_plugins = ("tests.support.model_guard",)
+
 PG_ENV = "AGENTIX_TEST_POSTGRES_URL"
 REDIS_ENV = "AGENTIX_TEST_REDIS_URL"
 
@@ -88,6 +91,21 @@ def pg_url() -> Iterator[str]:
     root = plain.rsplit("/", 1)[0]
     yield f"postgresql+psycopg://{root.split('://', 1)[1]}/{name}"
     with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def fresh_pg(pg_url: str) -> Iterator[str]:
+    """A PostgreSQL database of this test alone (the session's `pg_url` keeps what earlier tests
+    wrote, such as a model chain that would reach every later gateway)."""
+    import psycopg
+
+    name = f"agentix_one_{uuid.uuid4().hex[:8]}"
+    admin_url = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"{pg_url.rsplit('/', 1)[0]}/{name}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

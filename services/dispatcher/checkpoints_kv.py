@@ -6,51 +6,85 @@ for every ack and raises if one failed. This is as safe as awaiting each put for
 matters — a dispatcher that dies: a put is sent on the same connection, in order, before any
 request the next node makes, so no later side effect can reach a tool service ahead of the
 checkpoint of the node before it.
+
+A leader election is not a failure: a put whose ack fails or never comes is settled by putting
+the task's *latest* checkpoint again (each checkpoint is the whole state, so the latest is all
+that must be stored) with that checkpoint's own `Nats-Msg-Id`, retried through the election
+(`shared.bus.kv`). If it had been stored after all, the stream drops the copy as a duplicate: an
+older checkpoint never overwrites a newer one and a retry adds no revision.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import deque
+from dataclasses import dataclass
 
+from nats.js.api import PubAck
 from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from services.dispatcher.engine.checkpoint import Checkpoint
+from shared.bus.kv import key_subject, kv_get, kv_put
+from shared.bus.retry import BusWriteError, is_transient, settled, with_retries
+from shared.errors import AgentixError
 
 MAX_PENDING = 256
 
 
-class CheckpointWriteError(RuntimeError):
-    pass
+class CheckpointWriteError(AgentixError, RuntimeError):
+    """A checkpoint could not be stored (the task's message is not acked, so it comes back)."""
+
+    code = "checkpoint_write_failed"
+    http_status = 503
+
+
+@dataclass
+class _Put:
+    task_id: str
+    msg_id: str
+    data: bytes
+    ack: asyncio.Future[PubAck]
 
 
 class KVCheckpointStore:
     def __init__(self, kv: KeyValue, *, pipelined: bool = True) -> None:
         self.kv = kv
         self.pipelined = pipelined
-        self._pending: deque[asyncio.Future] = deque()
+        self._pending: deque[_Put] = deque()
+        self._latest: dict[str, _Put] = {}  # per task, the newest put still pending
 
     async def load(self, task_id: str) -> Checkpoint | None:
         await self.flush()  # read our own writes
         try:
-            entry = await self.kv.get(task_id)
+            entry = await kv_get(self.kv, task_id)
         except KeyNotFoundError:
             return None
+        except BusWriteError as exc:
+            raise CheckpointWriteError(f"checkpoint read failed: {exc}") from exc
         if not entry.value:  # a delete/purge marker
             return None
         return Checkpoint.from_bytes(entry.value)
 
     async def save(self, checkpoint: Checkpoint) -> None:
         data = checkpoint.to_bytes()
+        msg_id = uuid.uuid4().hex
         if not self.pipelined:
-            await self.kv.put(checkpoint.task_id, data)
+            await self._put(checkpoint.task_id, data, msg_id)
             return
-        self._reap()
+        await self._reap()
         # nats-py's KeyValue.put is publish-and-wait on "$KV.<bucket>.<key>"; this is the same
         # publish without the wait.
-        future = await self.kv._js.publish_async(f"{self.kv._pre}{checkpoint.task_id}", data)
-        self._pending.append(future)
+        try:
+            ack = await self.kv._js.publish_async(key_subject(self.kv, checkpoint.task_id), data,
+                                                  headers={"Nats-Msg-Id": msg_id})
+        except Exception as exc:  # settled (retried) like a failed ack
+            ack = asyncio.get_running_loop().create_future()
+            ack.set_exception(exc)
+        put = _Put(checkpoint.task_id, msg_id, data, ack)
+        self._pending.append(put)
+        self._latest[put.task_id] = put
         while len(self._pending) > MAX_PENDING:
             await self._settle(self._pending.popleft())
 
@@ -61,20 +95,35 @@ class KVCheckpointStore:
     async def delete(self, task_id: str) -> None:
         await self.flush()
         try:
-            await self.kv.purge(task_id)
+            # A purge repeated by a retry leaves the same state: no value, no history.
+            await with_retries(lambda: self.kv.purge(task_id), what=f"purging the checkpoint of {task_id}")
         except KeyNotFoundError:
             pass
 
-    def _reap(self) -> None:
-        """Drop acked writes from the front; raise on the first failed one."""
-        while self._pending and self._pending[0].done():
-            future = self._pending.popleft()
-            if future.exception() is not None:
-                raise CheckpointWriteError(f"checkpoint write failed: {future.exception()}")
+    async def _reap(self) -> None:
+        """Drop acked writes from the front; settle a failed one before anything new is sent."""
+        while self._pending and self._pending[0].ack.done():
+            await self._settle(self._pending.popleft())
 
-    @staticmethod
-    async def _settle(future: asyncio.Future) -> None:
+    async def _settle(self, put: _Put) -> None:
         try:
-            await future
+            await settled(put.ack)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise CheckpointWriteError(f"checkpoint write failed: {exc}") from exc
+            await self._repair(put.task_id)
+        if self._latest.get(put.task_id) is put:
+            del self._latest[put.task_id]
+
+    async def _repair(self, task_id: str) -> None:
+        """Make sure the newest checkpoint of `task_id` sent so far is stored."""
+        latest = self._latest.get(task_id)
+        if latest is None:  # a newer put of this task was settled (stored) already
+            return
+        await self._put(task_id, latest.data, latest.msg_id)
+
+    async def _put(self, task_id: str, data: bytes, msg_id: str) -> None:
+        try:
+            await kv_put(self.kv, task_id, data, msg_id=msg_id)
         except Exception as exc:
             raise CheckpointWriteError(f"checkpoint write failed: {exc}") from exc

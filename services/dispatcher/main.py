@@ -1,66 +1,79 @@
-"""The dispatcher process: connect, declare, follow the control plane, run tasks from the tasks
-stream, heartbeat (with breaker states), answer health, and drain in-flight work on SIGTERM."""
+"""The dispatcher process: on the service host (connect, declare, heartbeat, health, drain),
+follow the control plane, run tasks from the tasks stream, report breaker states in the
+heartbeat, and drain in-flight work on SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from typing import Any
 
 from services.dispatcher.llm.pool import ModelPool
 from services.dispatcher.worker import Worker
+from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
-from shared.bus.heartbeat import Heartbeater, new_instance_id, serve_health
 from shared.contract.heartbeat import Load
 from shared.runtime import run_service
-from shared.settings import Settings
+from shared.service_host import ServiceHost
+from shared.settings import DispatcherSettings
 
 SERVICE = "dispatcher"
 DRAIN_GRACE_S = 30.0
-log = logging.getLogger("agentix.dispatcher")
+# A health answer is gathered within a short window (`gather_health`): the consumer probe must
+# not outlast it by much.
+CONSUMER_PROBE_S = 1.0
 
 
-async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+async def consumer_check(bus: Bus) -> dict[str, Any]:
+    """Is the durable `dispatcher` consumer of the tasks stream reachable, and how far behind?"""
+    names = bus.names
+    try:
+        info = await asyncio.wait_for(
+            bus.js.consumer_info(names.tasks_stream, names.dispatcher_consumer), CONSUMER_PROBE_S
+        )
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, "pending": info.num_pending, "ack_pending": info.num_ack_pending}
+
+
+async def run(settings: DispatcherSettings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
-    bus = await Bus.connect(settings, name=SERVICE)
-    await bus.declare()
-    pool = ModelPool.for_service(settings, bus)
-    control = ControlPlane(bus)
-    await control.watch(pool.control.apply)
-    worker = Worker(bus, pool)
-    await worker.start()
-    instance = new_instance_id(SERVICE)
-    detail: dict[str, Any] = {}
+    async with ServiceHost(settings, SERVICE) as host:
+        bus = host.bus
+        pool = ModelPool.for_service(settings, bus)
+        host.on_release("model pool", pool.aclose)
+        await ControlPlane(bus).watch(pool.control.apply)
+        worker = Worker(bus, pool)
+        await worker.start()
+        host.on_drain("task worker", lambda: worker.drain(DRAIN_GRACE_S))
+        detail: dict[str, Any] = {}
 
-    async def refresh_detail() -> None:
-        # Heartbeat detail is read synchronously: keep a copy of the breaker states fresh.
-        while True:
-            with contextlib.suppress(Exception):
-                detail["breakers"] = [b.model_dump(mode="json") for b in await pool.breaker_states()]
-                detail["chain_revision"] = pool.control.chain.revision
-            await asyncio.sleep(settings.heartbeat_interval_s)
+        async def refresh_detail() -> None:
+            # Heartbeat detail is read synchronously: keep a copy of the breaker states fresh.
+            while True:
+                with contextlib.suppress(Exception):
+                    detail["breakers"] = [b.model_dump(mode="json") for b in await pool.breaker_states()]
+                    detail["chain_revision"] = pool.control.chain.revision
+                await asyncio.sleep(settings.heartbeat_interval_s)
 
-    async def checks() -> dict[str, Any]:
-        return {"nats": {"ok": bus.connected}, "worker": {"ok": True, "inflight": worker.inflight}}
+        refresher = asyncio.create_task(refresh_detail(), name="dispatcher-breaker-detail")
+        host.on_release("breaker detail", lambda: cancel_and_wait(refresher))
 
-    refresher = asyncio.create_task(refresh_detail())
-    beats = Heartbeater(bus, SERVICE, instance, load=lambda: Load(inflight=worker.inflight, done=worker.done),
-                        detail=lambda: dict(detail))
-    beats.start()
-    health = await serve_health(bus, SERVICE, instance, checks)
-    log.info("%s %s running (concurrency %d)", SERVICE, instance, worker.concurrency)
-    await stop.wait()
-    log.info("%s draining %d task(s)", SERVICE, worker.inflight)
-    await worker.drain(DRAIN_GRACE_S)
-    refresher.cancel()
-    with contextlib.suppress(Exception):
-        await health.unsubscribe()
-    await beats.stop()
-    await pool.aclose()
-    await bus.close()
+        async def checks() -> dict[str, Any]:
+            worker_state = {
+                # While draining the pull loop is stopped on purpose.
+                "ok": worker.pulling or host.draining,
+                "pulling": worker.pulling,
+                "inflight": worker.inflight,
+                "concurrency": worker.concurrency,
+            }
+            return {"worker": worker_state, "consumer": await consumer_check(bus)}
+
+        host.checks("worker", checks)
+        host.reports(load=lambda: Load(inflight=worker.inflight, done=worker.done), detail=lambda: dict(detail))
+        await host.serve_until(stop)
 
 
 def main() -> None:
-    run_service(SERVICE, run)
+    run_service(SERVICE, run, DispatcherSettings)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import logging
 import os
 import sys
 
-from shared.settings import Settings
+from shared.runtime import service_process
+from shared.settings import GatewaySettings
+from shared.telemetry import setup_logging
+
+SERVICE = "gateway"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -16,8 +19,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve", help="run the HTTP server (default)")
     for p in (parser, serve):
-        p.add_argument("--host", default=os.environ.get("AGENTIX_GATEWAY_HOST", "127.0.0.1"))
-        p.add_argument("--port", type=int, default=int(os.environ.get("AGENTIX_GATEWAY_PORT", "8080")))
+        p.add_argument("--host", help="listen address (default: AGENTIX_GATEWAY_HOST, 127.0.0.1)")
+        p.add_argument("--port", type=int, help="listen port (default: AGENTIX_GATEWAY_PORT, 8080)")
         p.add_argument("--migrate", action="store_true", help="apply database migrations before serving")
     sub.add_parser("migrate", help="apply database migrations (holds a PostgreSQL advisory lock)")
     user = sub.add_parser("user", help="manage users")
@@ -29,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _serve(settings: Settings, host: str, port: int, migrate_first: bool) -> int:
+def _serve(settings: GatewaySettings, host: str, port: int, migrate_first: bool) -> int:
     import uvicorn
 
     from services.gateway.app import create_app
@@ -43,15 +46,17 @@ def _serve(settings: Settings, host: str, port: int, migrate_first: bool) -> int
         print(f"gateway: {exc}", file=sys.stderr)
         return 2
     config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), access_log=False)
-    server = uvicorn.Server(config)
-    server.run()
+    # uvicorn handles SIGTERM (stop accepting, finish requests, then the lifespan drains the bus
+    # side on the service host); the process around it is the same as every other service's.
+    with service_process(settings, SERVICE):
+        uvicorn.Server(config).run()
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = Settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = GatewaySettings()
+    setup_logging(settings, SERVICE)
     if args.command == "migrate":
         from services.gateway.migrate import upgrade
 
@@ -69,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"user {user.name} ({'admin' if user.is_admin else 'user'}) saved")
         return 0
-    return _serve(settings, args.host, args.port, args.migrate)
+    host = args.host if args.host is not None else settings.gateway_host
+    port = args.port if args.port is not None else settings.gateway_port
+    return _serve(settings, host, port, args.migrate)
 
 
 if __name__ == "__main__":

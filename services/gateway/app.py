@@ -1,4 +1,5 @@
-"""The gateway's FastAPI application factory and its lifespan (bus, recorder, heartbeats)."""
+"""The gateway's FastAPI application factory and its lifespan (on the service host: bus, recorder,
+requeuer, heartbeats, health)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,21 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import Scope
 
-from services.gateway.admin.control import ControlPublisher
-from services.gateway.audit import write_audit, write_guardrail_event
+from services.gateway.admin.control_publisher import ControlPublisher
+from services.gateway.admission import record_verdict
+from services.gateway.audit import write_audit
+from services.gateway.audit_writer import RowWriter
+from services.gateway.auth import VerifiedTokens
+from services.gateway.chat.progress import ChatProgress
 from services.gateway.db import Database
 from services.gateway.guardrail import Guardrail, Verdict
 from services.gateway.instances import InstanceRegistry
+from services.gateway.langgraph import mount_langgraph
+from services.gateway.mcp import mount_mcp
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware.audit import AuditMiddleware
 from services.gateway.middleware.auth import AuthMiddleware
 from services.gateway.middleware.body_limits import BodyLimitMiddleware
-from services.gateway.middleware.common import route_template, state
 from services.gateway.middleware.guardrail import GuardrailMiddleware
 from services.gateway.middleware.observe import ObserveMiddleware
 from services.gateway.middleware.ratelimit import RateLimitMiddleware
@@ -29,27 +35,27 @@ from services.gateway.middleware.recovery import RecoveryMiddleware
 from services.gateway.middleware.request_id import RequestIdMiddleware
 from services.gateway.middleware.tracing import TracingMiddleware
 from services.gateway.migrate import check_schema
+from services.gateway.openai_compat import mount_openai
 from services.gateway.openapi import install_openapi
 from services.gateway.problems import install_problem_handlers
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.recorder import Recorder
 from services.gateway.requeue import Requeuer
 from services.gateway.telemetry import setup_tracing
-from shared.bus import Bus
 from shared.bus.control import ControlPlane
-from shared.bus.heartbeat import Heartbeater, serve_health
 from shared.contract.heartbeat import Load
-from shared.settings import VERSION, Settings
+from shared.service_host import ServiceHost
+from shared.settings import VERSION, GatewaySettings
 
 log = logging.getLogger("agentix.gateway")
 
 SERVICE = "gateway"
-CORE_ROUTERS = ("health", "auth", "dsl", "tasks", "events", "workflows", "admin")
+CORE_ROUTERS = ("health", "auth", "users", "dsl", "tasks", "events", "workflows", "admin", "chat")
 # Written by other modules of the project; mounted when present.
 OPTIONAL_ROUTERS = ("kb", "memory", "reports")
 
 
-def _make_redis(settings: Settings) -> Any | None:
+def _make_redis(settings: GatewaySettings) -> Any | None:
     if not settings.redis_url:
         return None
     import redis.asyncio as aioredis
@@ -59,48 +65,41 @@ def _make_redis(settings: Settings) -> Any | None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """The bus side of the gateway runs on the service host (uvicorn owns the HTTP side and the
+    signals): on shutdown the requeuer, recorder and instance registry stop before the instance
+    leaves the bus, then the rate limiter and the database are closed."""
     st = app.state
-    settings: Settings = st.settings
-    bus = await Bus.connect(settings, name=SERVICE)
-    st.bus = bus
+    settings: GatewaySettings = st.settings
     try:
-        await bus.declare()
-        st.control = ControlPlane(bus)
-        st.publisher = ControlPublisher(st.db, st.control)
-        await st.publisher.sync_all()
-        bus.on_reconnect(st.publisher.sync_soon)  # a change saved while NATS was down goes out now
-        st.instances = InstanceRegistry(bus)
-        await st.instances.start()
-        st.recorder = Recorder(bus, st.db, st.metrics)
-        await st.recorder.start()
-        st.heartbeater = Heartbeater(bus, SERVICE, load=lambda: Load(inflight=st.inflight, done=st.recorder.applied))
-        st.heartbeater.start()
+        async with ServiceHost(settings, SERVICE) as host:
+            bus = st.bus = host.bus
+            st.control = ControlPlane(bus)
+            st.publisher = ControlPublisher(st.db, st.control)
+            await st.publisher.sync_all()
+            bus.on_reconnect(st.publisher.sync_soon)  # a change saved while NATS was down goes out now
+            st.instances = InstanceRegistry(bus)
+            await st.instances.start()
+            host.on_drain("instance registry", st.instances.stop)
+            st.recorder = Recorder(bus, st.db, st.metrics, after=ChatProgress(bus, st.db))
+            await st.recorder.start()
+            host.on_drain("event recorder", st.recorder.stop)
+            st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
+            st.requeuer.start()
+            host.on_drain("requeuer", st.requeuer.stop)
 
-        async def checks() -> dict[str, Any]:
-            from services.gateway.readiness import readiness
+            async def checks() -> dict[str, Any]:
+                from services.gateway.readiness import readiness
 
-            return (await readiness(app, require_dispatcher=False)).checks
+                return (await readiness(app, require_dispatcher=False)).checks
 
-        st.health_sub = await serve_health(bus, SERVICE, st.heartbeater.instance, checks)
-        st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
-        st.requeuer.start()
-        yield
+            host.checks("readiness", checks)
+            host.reports(load=lambda: Load(inflight=st.inflight, done=st.recorder.applied))
+            await host.serve()
+            yield
     finally:
-        for name in ("requeuer", "heartbeater", "recorder", "instances"):
-            component = getattr(st, name, None)
-            if component is not None:
-                try:
-                    await component.stop()
-                except Exception:
-                    log.exception("stopping %s failed", name)
-        if getattr(st, "health_sub", None) is not None:
-            try:
-                await st.health_sub.unsubscribe()
-            except Exception:
-                log.debug("health subscription already gone")
-        await bus.close()
         st.bus = None
         await st.limiter.close()
+        await st.audit_rows.close()
         st.db.close()
 
 
@@ -125,24 +124,14 @@ def _include_routers(app: FastAPI) -> None:
         console.mount_console(app)
 
 
-def _install_middleware(app: FastAPI, settings: Settings) -> None:
+def _install_middleware(app: FastAPI, settings: GatewaySettings) -> None:
     st = app.state
 
     async def record_guardrail(scope: Scope, verdict: Verdict) -> None:
-        principal = state(scope).get("principal")
-        await write_guardrail_event(
-            st.db,
-            user_id=principal.id if principal else None,
-            tier=1,
-            action="block" if verdict.action == "block" else "flag",
-            rule=",".join(verdict.rules)[:100],
-            reason=verdict.reason,
-            route=route_template(scope) if scope.get("route") else scope.get("path"),
-            request_id=state(scope).get("request_id"),
-        )
+        await record_verdict(st, scope, verdict)
 
     async def record_audit(**fields: Any) -> None:
-        await write_audit(st.db, **fields)
+        await write_audit(st.audit_rows, **fields)
 
     origins = list(settings.cors_origins)
     if "*" in origins and not settings.auth_disabled:
@@ -152,14 +141,17 @@ def _install_middleware(app: FastAPI, settings: Settings) -> None:
     # Starlette wraps in reverse order of addition: the last added is the outermost.
     app.add_middleware(GuardrailMiddleware, guardrail=st.guardrail, record=record_guardrail)
     app.add_middleware(RateLimitMiddleware, limiter=st.limiter)
-    app.add_middleware(AuthMiddleware, settings=settings)
+    app.add_middleware(AuthMiddleware, settings=settings, verified=st.verified_tokens)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(
         CORSMiddleware,
         allow_origins=origins,
-        allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"],
-        allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "X-Request-ID"],
-        expose_headers=["X-Request-ID", "Retry-After"],
+        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+        allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID", "X-Request-ID",
+                       "X-Api-Key"],  # the LangGraph SDK's API key (`/lg`)
+        # `/lg`: the LangGraph SDK reconnects to `Location`, reads the run from `Content-Location`
+        # and the next page from `X-Pagination-Next`.
+        expose_headers=["X-Request-ID", "Retry-After", "Location", "Content-Location", "X-Pagination-Next"],
     )
     app.add_middleware(AuditMiddleware, write=record_audit)
     app.add_middleware(ObserveMiddleware, metrics=st.metrics)
@@ -168,7 +160,7 @@ def _install_middleware(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(RecoveryMiddleware)
 
 
-def create_app(settings: Settings, *, check_schema_version: bool = True) -> FastAPI:
+def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) -> FastAPI:
     """Build the gateway. Refuses (SchemaMismatch) when the database is not migrated to head."""
     db = Database(settings.db_url("gateway"))
     if check_schema_version:
@@ -187,6 +179,8 @@ def create_app(settings: Settings, *, check_schema_version: bool = True) -> Fast
     st = app.state
     st.settings = settings
     st.db = db
+    st.audit_rows = RowWriter(db)
+    st.verified_tokens = VerifiedTokens()
     st.bus = None
     st.metrics = GatewayMetrics()
     st.limiter = RateLimiter(settings.rate_limit_per_min, _make_redis(settings), settings.redis_key_prefix)
@@ -195,5 +189,8 @@ def create_app(settings: Settings, *, check_schema_version: bool = True) -> Fast
     install_problem_handlers(app)
     install_openapi(app)
     _include_routers(app)
+    mount_mcp(app)  # MCP at /mcp, over the same tools and token
+    mount_langgraph(app)  # the LangGraph Agent Server API at /lg, over conversations
+    mount_openai(app)  # OpenAI-compatible at /v1, over the conversation runtime and the same token
     _install_middleware(app, settings)
     return app

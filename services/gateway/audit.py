@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import or_
 from sqlmodel import Session, col, select
 
+from services.gateway.audit_writer import RowWriter
 from services.gateway.db import Database
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
@@ -29,8 +30,13 @@ def _insert(session: Session, row: AuditEntry | GuardrailEventRow) -> None:
     session.add(row)
 
 
-async def write_audit(db: Database, **fields: Any) -> None:
-    await db.run(_insert, AuditEntry(**fields))
+async def write_audit(writer: RowWriter, *, wait: bool = True, **fields: Any) -> None:
+    """Returns once the row is committed (batched with the rows of concurrent requests), or at
+    once without `wait` (the row goes with the next batch)."""
+    if wait:
+        await writer.write(AuditEntry(**fields))
+    else:
+        writer.write_later(AuditEntry(**fields))
 
 
 async def write_guardrail_event(db: Database, **fields: Any) -> None:

@@ -26,3 +26,30 @@ def check_dsl(dsl: Any) -> ValidationResult:
             errors=problem_items(result.errors),
         )
     return result
+
+
+def check_input(dsl: dict[str, Any], task_input: dict[str, Any]) -> None:
+    """Check the task input against the input node's `schema` before anything is queued, so a
+    missing field is a 422 naming it rather than a task that fails later (the dispatcher checks
+    again, as `bad_input`). Call after `check_dsl`: the schema itself is valid by then."""
+    from jsonschema.validators import validator_for
+
+    node = next((n for n in dsl.get("nodes", []) if isinstance(n, dict) and n.get("kind") == "input"), None)
+    schema = (node.get("config") or {}).get("schema") if node else None
+    if node is None or not isinstance(schema, dict):
+        return
+    found = sorted(validator_for(schema)(schema).iter_errors(task_input), key=lambda e: list(e.absolute_path))
+    if not found:
+        return
+    errors = [
+        Problem(code="bad_input", message=err.message, node_id=node["id"],
+                field="/".join(["input", *(str(p) for p in err.absolute_path)]))
+        for err in found[:20]
+    ]
+    raise ApiProblem(
+        422,
+        "Invalid input",
+        "The task input does not match the workflow's input schema: " + "; ".join(e.message for e in errors[:3])
+        + (" …" if len(errors) > 3 else ""),
+        errors=problem_items(errors),
+    )

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 BLOCK_PATTERNS: dict[str, str] = {
     "ignore_instructions": r"\b(ignore|disregard|forget|override)\b[\w\s,]{0,40}\b(previous|prior|above|earlier|"
@@ -52,7 +52,7 @@ class Guardrail:
         self._blocklist = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\b", re.I) if terms else None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Guardrail:
+    def from_settings(cls, settings: GatewaySettings) -> Guardrail:
         return cls([*DEFAULT_BLOCKLIST, *settings.guardrail_blocklist])
 
     def check(self, texts: Iterable[str]) -> Verdict:

@@ -10,26 +10,33 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text
-from sqlalchemy.engine import make_url
+# Alembic narrates every plugin it loads at INFO, and it loads them when it is first imported:
+# quieten that logger before the import (its migration lines stay).
+logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
-from shared.settings import Settings
+from alembic import command  # noqa: E402
+from alembic.config import Config  # noqa: E402
+from alembic.runtime.migration import MigrationContext  # noqa: E402
+from alembic.script import ScriptDirectory  # noqa: E402
+from sqlalchemy import Connection, Engine, text  # noqa: E402
+from sqlalchemy.engine import make_url  # noqa: E402
+
+from shared.errors import AgentixError  # noqa: E402
+from shared.settings import GatewaySettings  # noqa: E402
 
 log = logging.getLogger("agentix.gateway.migrate")
-# Alembic narrates every plugin it loads at INFO; keep its migrations, drop the chatter.
-logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
 VERSION_TABLE = "gateway_alembic_version"
 ADVISORY_LOCK_KEY = 0x61676E7478  # "agntx": any constant shared by every gateway process
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
 
-class SchemaMismatch(RuntimeError):
-    """The database is not at the schema version this code expects."""
+class SchemaMismatch(AgentixError, RuntimeError):
+    """The database is not at the schema version this code expects (still a RuntimeError for
+    callers that catch it as one)."""
+
+    code = "schema_mismatch"
+    http_status = 503
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -96,7 +103,7 @@ def _upgrade_on(conn: Connection, url: str) -> None:
     log.info("gateway schema migrated %s -> %s", before, head_revision())
 
 
-def upgrade(settings: Settings) -> str:
+def upgrade(settings: GatewaySettings) -> str:
     from shared.db import make_engine
 
     engine = make_engine(settings.db_url("gateway"))

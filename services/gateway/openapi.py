@@ -31,6 +31,7 @@ PROBLEM_SCHEMA: dict[str, Any] = {
                     "node_id": {"type": "string"},
                     "edge_index": {"type": "integer"},
                     "field": {"type": "string"},
+                    "position": {"type": "integer", "description": "malformed JSON: character offset"},
                 },
             },
         },

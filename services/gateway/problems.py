@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
@@ -13,15 +14,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 from starlette.types import Scope
 
+from shared.errors import AgentixError
+
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 TYPE_BASE = "https://agentix.dev/problems/"
 
 log = logging.getLogger("agentix.gateway.problems")
 
 
-class ApiProblem(Exception):
+class ApiProblem(AgentixError):
     """Raise from a route or service; rendered as problem+json. `errors` carries validation items
-    (`{code, message, node_id?, edge_index?, field?}`)."""
+    (`{code, message, node_id?, edge_index?, field?}`). As an AgentixError its `code` is the
+    problem's type and its `http_status` the status."""
 
     def __init__(
         self,
@@ -29,16 +33,16 @@ class ApiProblem(Exception):
         title: str,
         detail: str = "",
         errors: list[dict[str, Any]] | None = None,
-        headers: dict[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
         type_: str | None = None,
     ) -> None:
-        super().__init__(detail or title)
+        self.type = type_ or _slug(title)
+        super().__init__(detail or title, code=self.type, http_status=status)
         self.status = status
         self.title = title
         self.detail = detail or title
         self.errors = errors
-        self.headers = headers or {}
-        self.type = type_ or _slug(title)
+        self.headers = dict(headers or {})
 
 
 def _slug(title: str) -> str:
@@ -82,20 +86,39 @@ def problem(status: int, detail: str = "", **kwargs: Any) -> ApiProblem:
     return ApiProblem(status, HTTPStatus(status).phrase, detail, **kwargs)
 
 
-def _validation_errors(exc: RequestValidationError) -> tuple[int, str, str, list[dict[str, Any]]]:
+MALFORMED_JSON = {"json_invalid", "json_type"}
+
+
+def validation_items(errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Pydantic errors as problem `errors` items. Never echoes the offending input back (it may
+    hold a secret). A JSON syntax error names where the parse stopped as `position` (a character
+    offset into the body): FastAPI puts that offset in `loc`, and it is not a field."""
     items: list[dict[str, Any]] = []
-    malformed = False
-    for err in exc.errors():
+    for err in errors:
         kind = str(err.get("type", "invalid"))
-        if kind in {"json_invalid", "json_type"}:
-            malformed = True
-        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-        # Never echo the offending input back: it may hold a secret.
-        items.append({"code": kind, "message": str(err.get("msg", "invalid")), "field": ".".join(loc) or None})
-    items = [{k: v for k, v in i.items() if v is not None} for i in items]
-    if malformed:
-        return 400, "Malformed JSON", "The request body is not valid JSON.", items
-    return 422, "Invalid request", "The request does not match the expected shape.", items
+        message = str(err.get("msg", "invalid"))
+        loc = [p for p in err.get("loc", ()) if p != "body"]
+        item: dict[str, Any] = {"code": kind}
+        if kind == "json_invalid":
+            if loc and isinstance(loc[-1], int):
+                item["position"] = loc[-1]
+                message += f" at character {loc[-1]}"
+            reason = (err.get("ctx") or {}).get("error")  # the decoder's words, never the input
+            if reason and str(reason) not in message:
+                message += f": {reason}"
+        elif loc:
+            item["field"] = ".".join(map(str, loc))
+        item["message"] = message
+        items.append(item)
+    return items
+
+
+def validation_problem(errors: Sequence[Mapping[str, Any]], detail: str | None = None) -> ApiProblem:
+    """400 Malformed JSON when the body does not parse, else 422 with one item per error."""
+    items = validation_items(errors)
+    if any(item["code"] in MALFORMED_JSON for item in items):
+        return ApiProblem(400, "Malformed JSON", "The request body is not valid JSON.", errors=items)
+    return ApiProblem(422, "Invalid request", detail or "The request does not match the expected shape.", errors=items)
 
 
 def install_problem_handlers(app: FastAPI) -> None:
@@ -105,8 +128,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        status, title, detail, items = _validation_errors(exc)
-        return problem_response(request.scope, ApiProblem(status, title, detail, errors=items))
+        return problem_response(request.scope, validation_problem(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

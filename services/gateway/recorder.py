@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 
 from nats.aio.msg import Msg
 
@@ -17,13 +18,17 @@ from shared.bus.pull import PullLoop
 from shared.contract.events import AnyEvent, parse_event
 
 log = logging.getLogger("agentix.gateway.recorder")
+# Runs after the batch is committed and before it is acked (chat runs follow their tasks here).
+AfterApply = Callable[[Sequence[AnyEvent]], Awaitable[None]]
 
 
 class Recorder:
-    def __init__(self, bus: Bus, db: Database, metrics: GatewayMetrics | None = None, batch: int = 200) -> None:
+    def __init__(self, bus: Bus, db: Database, metrics: GatewayMetrics | None = None, batch: int = 200,
+                 after: AfterApply | None = None) -> None:
         self.bus = bus
         self.db = db
         self.metrics = metrics
+        self.after = after
         self.applied = 0
         self._loop = PullLoop(bus, bus.names.events_stream, bus.names.recorder_consumer, self.handle, batch=batch)
 
@@ -48,6 +53,8 @@ class Recorder:
             return
         try:
             await self.db.run(apply_events, events)
+            if self.after is not None:
+                await self.after(events)
         except Exception:
             log.exception("recorder: database write failed; events will be redelivered")
             for msg in good:

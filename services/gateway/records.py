@@ -90,6 +90,8 @@ def _apply(session: Session, task: Task, nodes: dict[str, TaskNode], event: AnyE
                 task.prompt_versions = event.prompt_versions
         if changed and event.status in TERMINAL and event.error:
             task.error, task.error_code = event.error, event.code
+        if changed and event.usage is not None:  # usage so far (a parked task); `done` has the total
+            task.usage = event.usage.model_dump(mode="json")
         return changed
     if isinstance(event, DoneEvent):
         was_terminal = task.status in TERMINAL

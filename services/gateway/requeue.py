@@ -9,7 +9,7 @@ import contextlib
 import logging
 
 from services.gateway.db import Database
-from services.gateway.tasks import requeue_unpublished
+from services.gateway.task_service import requeue_unpublished
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
 

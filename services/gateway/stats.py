@@ -46,7 +46,7 @@ def overview(session: Session) -> dict[str, Any]:
         select(TaskNode.node_id, TaskNode.kind, func.count())
         .join(Task, col(Task.id) == col(TaskNode.task_id))
         .where(TaskNode.status == "failed", col(Task.created_at) >= since)
-        .group_by(TaskNode.node_id, TaskNode.kind)
+        .group_by(col(TaskNode.node_id), col(TaskNode.kind))
         .order_by(func.count().desc())
         .limit(10)
     )

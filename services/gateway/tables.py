@@ -50,6 +50,8 @@ class User(GatewayModel, table=True):
     password_hash: str = Field(sa_column=Column(Text, nullable=False))
     role: str = Field(default="user", max_length=16)
     disabled: bool = False
+    # The model of the user's chat runs when neither the message nor the conversation names one.
+    default_model: str | None = Field(default=None, max_length=200)
     created_at: datetime = _stamp()
 
     @property
@@ -203,3 +205,21 @@ class PromptVersionRow(GatewayModel, table=True):
     note: str | None = Field(default=None, max_length=500)
     created_by: str | None = Field(default=None, max_length=64)
     created_at: datetime = _stamp()
+
+
+class McpServerRow(GatewayModel, table=True):
+    """An external MCP server whose tools the bridge serves (`<name>.<tool>`)."""
+
+    __tablename__ = "mcp_servers"
+    __table_args__ = (UniqueConstraint("name", name="uq_mcp_servers_name"),)
+
+    id: str = Field(primary_key=True, max_length=64)
+    name: str = Field(max_length=63)
+    url: str = Field(max_length=1000)
+    headers_enc: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # write-only
+    enabled: bool = True
+    allow_tools: list[str] = _json(list)
+    deny_tools: list[str] = _json(list)
+    high_risk_tools: list[str] = _json(list)
+    created_at: datetime = _stamp()
+    updated_at: datetime = _stamp()

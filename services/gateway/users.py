@@ -1,16 +1,22 @@
-"""Users: creation (CLI `agentix user add`), lookup and password login."""
+"""Users: creation (CLI `agentix user add`), lookup, password login, and a user's own settings
+(the default model of their chat runs), which they read and change as `users/me` and admins see."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from sqlmodel import Session
+from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session, col, select
 
 from services.gateway.db import Database
 from services.gateway.migrate import check_schema
+from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.passwords import DUMMY_HASH, hash_password, verify_password
-from services.gateway.tables import User
-from shared.settings import Settings
+from services.gateway.principal import Principal
+from services.gateway.problems import ApiProblem
+from services.gateway.tables import User, aware
+from shared.settings import GatewaySettings
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 MIN_PASSWORD = 8
@@ -36,7 +42,7 @@ def save_user(session: Session, name: str, password: str, admin: bool) -> User:
     return user
 
 
-def add_user(settings: Settings, name: str, password: str, admin: bool = False) -> User:
+def add_user(settings: GatewaySettings, name: str, password: str, admin: bool = False) -> User:
     """For the CLI: `python -m services.gateway user add NAME [--admin] [--password P]`."""
     db = Database(settings.db_url("gateway"))
     try:
@@ -55,3 +61,57 @@ def authenticate(session: Session, name: str, password: str) -> User | None:
         verify_password(password, DUMMY_HASH)
         return None
     return user if verify_password(password, user.password_hash) else None
+
+
+class UserPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default_model: str | None = Field(default=None, max_length=200,
+                                      description="null or empty: back to the failover chain")
+
+
+def view(user_id: str, user: User | None, is_admin: bool) -> dict[str, Any]:
+    return {"id": user_id, "role": "admin" if is_admin else "user",
+            "disabled": user.disabled if user else False,
+            "default_model": user.default_model if user else None,
+            "created_at": aware(user.created_at) if user else None}
+
+
+def me(session: Session, principal: Principal) -> dict[str, Any]:
+    """The caller as the gateway knows them; a user known only by their token has no row yet."""
+    return view(principal.id, session.get(User, principal.id), principal.is_admin)
+
+
+def update_me(session: Session, principal: Principal, body: UserPatch) -> dict[str, Any]:
+    user = session.get(User, principal.id)
+    if user is None:  # a token-only user: a row without a password (it never logs in with one)
+        user = User(id=principal.id, password_hash="", role="admin" if principal.is_admin else "user")
+    if "default_model" in body.model_fields_set:
+        user.default_model = body.default_model or None
+    session.add(user)
+    session.flush()
+    return view(principal.id, user, principal.is_admin)
+
+
+def default_model(session: Session, user_id: str) -> str | None:
+    user = session.get(User, user_id)
+    return user.default_model if user else None
+
+
+def admin_view(session: Session, user_id: str, admin_ids: list[str]) -> dict[str, Any]:
+    user = session.get(User, user_id)
+    if user is None:
+        raise ApiProblem(404, "Not Found", f"No user {user_id!r}.")
+    return view(user.id, user, user.is_admin or user.id in admin_ids)
+
+
+def list_page(session: Session, limit: int, cursor: str | None, admin_ids: list[str]) -> Page:
+    """Users by id, a page at a time (the cursor is the last id of the page before)."""
+    query = select(User).order_by(col(User.id)).limit(limit + 1)
+    if cursor:
+        query = query.where(col(User.id) > decode_cursor(cursor))
+    rows = list(session.exec(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(items=[view(u.id, u, u.is_admin or u.id in admin_ids) for u in rows],
+                next_cursor=encode_cursor(rows[-1].id) if more else None)

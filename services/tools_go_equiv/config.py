@@ -1,4 +1,5 @@
-"""tools_go_equiv's own knobs (env prefix `AGENTIX_KB_`); shared settings stay in shared.settings."""
+"""tools_go_equiv's own knobs (env prefix `AGENTIX_KB_`); what it shares with other services is
+`shared.settings.ToolsGoSettings`."""
 
 from __future__ import annotations
 

@@ -16,8 +16,14 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def aware(value: datetime | None) -> datetime | None:
+    """A stored timestamp with its zone (SQLite hands rows back naive, in UTC)."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
 def iso(value: datetime | None) -> str | None:
-    """A timestamp for a reply, always with its zone (SQLite hands rows back naive, in UTC)."""
-    if value is None:
-        return None
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).isoformat()
+    """A timestamp for a reply, always with its zone."""
+    stamped = aware(value)
+    return None if stamped is None else stamped.isoformat()

@@ -17,12 +17,12 @@ from services.tools_go_equiv.kb.vectors import VectorCache
 from shared.bus import Bus
 from shared.bus.tools import ToolClient
 from shared.contract.ingest import KbChanged
-from shared.settings import Settings
+from shared.settings import ToolsGoSettings
 
 
 @dataclass
 class Runtime:
-    settings: Settings
+    settings: ToolsGoSettings
     kb: KbSettings
     bus: Bus
     db: Db

@@ -1,4 +1,5 @@
-"""tools_py's own knobs (env prefix `AGENTIX_SANDBOX_`); shared settings stay in shared.settings."""
+"""tools_py's own knobs (env prefix `AGENTIX_SANDBOX_`); what it shares with other services is
+`shared.settings.ToolsPySettings`."""
 
 from __future__ import annotations
 

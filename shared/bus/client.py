@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -16,16 +17,23 @@ from nats.js.object_store import ObjectStore
 from pydantic import BaseModel
 
 from shared.bus.names import Names, Subjects, names_for, subjects_for
+from shared.bus.retry import ACK_TIMEOUT_S, RETRY_FOR_S, with_retries
+from shared.bus.streams import declare_all
 from shared.bus.tracing import inject_headers
-from shared.settings import Settings
+from shared.errors import AgentixError
+from shared.settings import CommonSettings
 
 log = logging.getLogger("agentix.bus")
 M = TypeVar("M", bound=BaseModel)
 Callback = Callable[[], Awaitable[None]]
 
 
-class BusUnavailable(ConnectionError):
-    """NATS could not be reached within the connect timeout."""
+class BusUnavailable(AgentixError, ConnectionError):
+    """NATS could not be reached within the connect timeout. Still a `ConnectionError`, which
+    is what callers that retry a connection catch."""
+
+    code = "bus_unavailable"
+    http_status = 503
 
 
 def encode(model: BaseModel) -> bytes:
@@ -35,7 +43,7 @@ def encode(model: BaseModel) -> bytes:
 class Bus:
     """A connected NATS client with JetStream, the deployment's names, and typed helpers."""
 
-    def __init__(self, nc: Client, settings: Settings, name: str) -> None:
+    def __init__(self, nc: Client, settings: CommonSettings, name: str) -> None:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
         self.settings = settings
@@ -48,7 +56,7 @@ class Bus:
         self._on_reconnect: list[Callback] = []
 
     @classmethod
-    async def connect(cls, settings: Settings, name: str) -> Bus:
+    async def connect(cls, settings: CommonSettings, name: str) -> Bus:
         holder: dict[str, Bus] = {}
 
         async def error_cb(exc: Exception) -> None:
@@ -80,8 +88,10 @@ class Bus:
                     name=name,
                     max_reconnect_attempts=-1,
                     reconnect_time_wait=1,
-                    ping_interval=10,
-                    max_outstanding_pings=3,
+                    # A half-open link (a server that vanished without closing) is noticed within
+                    # ~10 s, so in-flight work resumes soon after an outage ends.
+                    ping_interval=5,
+                    max_outstanding_pings=2,
                     allow_reconnect=True,
                     error_cb=error_cb,
                     disconnected_cb=disconnected_cb,
@@ -104,9 +114,7 @@ class Bus:
         return self.nc.is_connected
 
     async def declare(self) -> None:
-        from shared.bus.streams import declare_all
-
-        await declare_all(self)
+        await declare_all(self.js, self.settings)
 
     async def object_store(self, name: str) -> ObjectStore:
         """A handle on one of the declared object stores, looked up once per connection."""
@@ -119,12 +127,26 @@ class Bus:
         await self.nc.publish(subject, encode(model), headers=inject_headers(headers))
 
     async def js_publish(
-        self, subject: str, model: BaseModel, msg_id: str | None = None, headers: dict[str, str] | None = None
+        self, subject: str, model: BaseModel, msg_id: str | None = None, headers: dict[str, str] | None = None,
+        retry_for_s: float = RETRY_FOR_S,
+    ) -> PubAck:
+        """Publish to a stream and wait until it is stored, riding through a leader election or
+        a reconnect (`retry.with_retries`, for `retry_for_s`). The message always has a
+        `Nats-Msg-Id` (`msg_id`, or a fresh one), kept across retries, so a retry never stores
+        it twice."""
+        return await self.js_publish_raw(subject, encode(model), msg_id=msg_id, headers=headers,
+                                         retry_for_s=retry_for_s)
+
+    async def js_publish_raw(
+        self, subject: str, payload: bytes, msg_id: str | None = None, headers: dict[str, str] | None = None,
+        retry_for_s: float = RETRY_FOR_S,
     ) -> PubAck:
         hdrs = inject_headers(headers) or {}
-        if msg_id:
-            hdrs["Nats-Msg-Id"] = msg_id
-        return await self.js.publish(subject, encode(model), headers=hdrs or None)
+        hdrs["Nats-Msg-Id"] = msg_id or uuid.uuid4().hex
+        return await with_retries(
+            lambda: self.js.publish(subject, payload, timeout=ACK_TIMEOUT_S, headers=dict(hdrs)),
+            what=f"publish to {subject}", retry_for_s=retry_for_s, closed=lambda: self.closing or self.nc.is_closed,
+        )
 
     async def request(
         self,

@@ -18,10 +18,13 @@ from pydantic import BaseModel
 
 from shared.aio import cancel_and_wait
 from shared.bus.client import Bus
+from shared.bus.kv import kv_create, kv_put, kv_update
 from shared.contract.models import ControlUpdate
 
 log = logging.getLogger("agentix.bus.control")
-Apply = Callable[[str, Any, int], Awaitable[None] | None]
+# What `apply` returns is ignored unless it is a coroutine (then it is awaited).
+Apply = Callable[[str, Any, int], Awaitable[None] | object]
+WATCH_RETRY_S = 1.0
 
 
 def topic_of(key: str) -> str:
@@ -33,7 +36,7 @@ class ControlPlane:
         self.bus = bus
         self._kv: KeyValue | None = None
         self._applied: dict[str, int] = {}
-        self._watch_task: asyncio.Task | None = None
+        self._watch_task: asyncio.Task[None] | None = None
         self._subscription: Any = None
         self.loaded = asyncio.Event()
 
@@ -45,7 +48,7 @@ class ControlPlane:
     async def put(self, key: str, value: BaseModel | dict[str, Any]) -> int:
         """KV first (durable), then broadcast. Returns the KV revision."""
         data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-        revision = await (await self.kv()).put(key, json.dumps(data).encode())
+        revision = await kv_put(await self.kv(), key, json.dumps(data).encode())
         update = ControlUpdate(key=key, revision=revision, value=data)
         await self.bus.publish(self.bus.subjects.control(topic_of(key)), update)
         return revision
@@ -58,9 +61,9 @@ class ControlPlane:
         kv = await self.kv()
         payload = json.dumps(data).encode()
         if last_revision:
-            revision = await kv.update(key, payload, last=last_revision)
+            revision = await kv_update(kv, key, payload, last=last_revision)
         else:
-            revision = await kv.create(key, payload)  # also re-creates a deleted key
+            revision = await kv_create(kv, key, payload)  # also re-creates a deleted key
         update = ControlUpdate(key=key, revision=revision, value=data)
         await self.bus.publish(self.bus.subjects.control(topic_of(key)), update)
         return revision
@@ -94,19 +97,25 @@ class ControlPlane:
         self._watch_task = asyncio.create_task(self._watch_loop(), name="control-watch")
 
     async def _watch_loop(self) -> None:
-        try:
-            watcher = await (await self.kv()).watchall()
-            async for entry in watcher:
-                if entry is None:  # marker: every current value has been delivered
-                    self.loaded.set()
-                    continue
-                if entry.value is None or (entry.operation is not None and entry.operation != "PUT"):
-                    continue
-                await self._maybe_apply(entry.key, json.loads(entry.value), entry.revision or 0)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("control watcher stopped")
+        # A leader election of the bucket's stream can end a watcher (or fail its creation):
+        # watch again; values are applied once per revision, so a replay does no harm.
+        while True:
+            try:
+                watcher = await (await self.kv()).watchall()
+                async for entry in watcher:
+                    if entry is None:  # marker: every current value has been delivered
+                        self.loaded.set()
+                        continue
+                    if entry.value is None or (entry.operation is not None and entry.operation != "PUT"):
+                        continue
+                    await self._maybe_apply(entry.key, json.loads(entry.value), entry.revision or 0)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("control watcher stopped (%s); watching again", exc)
+                self._kv = None
+                await asyncio.sleep(WATCH_RETRY_S)
 
     async def _on_broadcast(self, msg: Msg) -> None:
         try:

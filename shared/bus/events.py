@@ -1,58 +1,139 @@
-"""Task events on JetStream: a pipelined publisher that numbers events per task, and a reader
-that replays a task's log from any stream sequence and then live-tails it (SSE resume)."""
+"""Task events on JetStream: a pipelined publisher that numbers events per task (a task's log
+is ended by `shared.contract.events.finish_task`), and a reader that replays a task's log from any stream
+sequence and then live-tails it (SSE resume)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
 
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import NotFoundError
 
 from shared.bus.client import Bus
+from shared.bus.retry import ACK_TIMEOUT_S, is_transient, settled, with_retries
 from shared.contract.events import CHANNELS, AnyEvent, EventBase, parse_event
 
 MAX_PENDING_ACKS = 512
+# An ack outstanding this long may never come: the event went to a leader that died. Later
+# events would be stored by the next leader before it is sent again, out of `n` order, so the
+# publisher stops and settles what is outstanding first. Shorter than an election (4–9 s).
+STALLED_ACK_S = 1.0
+
+
+@dataclass
+class _Sent:
+    """A published event whose ack is outstanding: all it takes to send the same message again."""
+
+    subject: str
+    payload: bytes
+    msg_id: str
+    ack: asyncio.Future[PubAck]
+    sent_at: float
+    connection: int  # the client's reconnect count when it was sent
 
 
 class EventPublisher:
     """Publishes one task's events in order without waiting for each ack (acks are collected
-    and checked on `flush`, and at most MAX_PENDING_ACKS are outstanding)."""
+    and checked on `flush`, and at most MAX_PENDING_ACKS are outstanding).
 
-    def __init__(self, bus: Bus, task_id: str, start_n: int = 0) -> None:
+    Each event goes out with `Nats-Msg-Id` `<task>:<n>`. An event whose ack fails or never
+    comes (a leader election, a reconnect) is published again — the same bytes, the same msg id,
+    never renumbered — until stored (`retry.with_retries`), so the log keeps every `n` exactly
+    once; a copy that was stored after all is dropped by the stream as a duplicate. Once a
+    failure is seen, or an ack is outstanding for `stall_s`, what is outstanding is settled
+    before anything new is sent, so a retried event is not overtaken by later ones."""
+
+    def __init__(self, bus: Bus, task_id: str, start_n: int = 0, stall_s: float = STALLED_ACK_S) -> None:
         self.bus = bus
         self.task_id = task_id
         self.n = start_n
-        self._pending: deque[asyncio.Future] = deque()
+        self.stall_s = stall_s
+        self._pending: deque[_Sent] = deque()
         self._lock = asyncio.Lock()
 
     async def emit(self, event: EventBase) -> EventBase:
         # The lock keeps stream order equal to `n` order when nodes emit concurrently.
         async with self._lock:
+            if self._troubled():
+                await self._settle_all()
             self.n += 1
             if event.task_id != self.task_id:
                 event.task_id = self.task_id
             event.stamp(self.n)
             subject = self.bus.subjects.events(self.task_id, event.channel)
             payload = event.model_dump_json(exclude_none=True).encode()
-            fut = await self.bus.js.publish_async(subject, payload)
-            self._pending.append(fut)
+            msg_id = f"{self.task_id}:{self.n}"
+            sent_at, connection = time.monotonic(), self._connection()
+            ack = await self._send(subject, payload, msg_id)
+            self._pending.append(_Sent(subject, payload, msg_id, ack, sent_at, connection))
             while len(self._pending) > MAX_PENDING_ACKS:
-                await self._pending.popleft()
+                await self._settle(self._pending.popleft())
         return event
 
     async def flush(self) -> None:
-        """Wait until every event emitted so far is stored; raises if any publish failed."""
+        """Wait until every event emitted so far is stored; raises `BusWriteError` if one could
+        not be stored within the retry period (or the error of a write that can never succeed)."""
+        async with self._lock:
+            await self._settle_all()
+
+    def _troubled(self) -> bool:
+        """Disconnected, an earlier event's publish failed, its ack is overdue, or it was sent
+        on a connection that has since been replaced (it may have died in the old socket, and
+        later events sent on the new one would be stored first): settle before sending more."""
+        if not self.bus.nc.is_connected:
+            return bool(self._pending)
+        while self._pending and self._pending[0].ack.done():
+            if self._pending[0].ack.exception() is not None:
+                return True
+            self._pending.popleft()
+        if not self._pending:
+            return False
+        oldest = self._pending[0]
+        return oldest.connection != self._connection() or time.monotonic() - oldest.sent_at >= self.stall_s
+
+    def _connection(self) -> int:
+        return int(self.bus.nc.stats["reconnects"])
+
+    async def _send(self, subject: str, payload: bytes, msg_id: str) -> asyncio.Future[PubAck]:
+        try:
+            return await self.bus.js.publish_async(subject, payload, headers={"Nats-Msg-Id": msg_id})
+        except Exception as exc:  # e.g. too many stalled publishes: settled (retried) like a failed ack
+            failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+
+    async def _settle_all(self) -> None:
         while self._pending:
-            await self._pending.popleft()
+            await self._settle(self._pending.popleft())
+
+    async def _settle(self, sent: _Sent) -> None:
+        try:
+            await settled(sent.ack)
+            return
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+        await with_retries(
+            lambda: self.bus.js.publish(sent.subject, sent.payload, timeout=ACK_TIMEOUT_S,
+                                        headers={"Nats-Msg-Id": sent.msg_id}),
+            what=f"event {sent.msg_id}", closed=lambda: self.bus.nc.is_closed,
+        )
+
+
 
 
 async def last_event(bus: Bus, task_id: str, channel: str) -> AnyEvent | None:
     """The newest event stored on one of a task's channels, or None."""
     try:
-        msg = await bus.js.get_last_msg(bus.names.events_stream, bus.subjects.events(task_id, channel))
+        msg = await with_retries(
+            lambda: bus.js.get_last_msg(bus.names.events_stream, bus.subjects.events(task_id, channel)),
+            what=f"reading the last {channel} event of {task_id}",
+        )
     except NotFoundError:
         return None
     return parse_event(msg.data) if msg.data else None

@@ -42,7 +42,7 @@ class Heartbeater:
         self.started_at = utcnow()
         self._load = load or Load
         self._detail = detail or dict
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def beat(self) -> Heartbeat:
         return Heartbeat(

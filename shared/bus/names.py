@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-from shared.settings import Settings
+from shared.contract.tools import ToolServiceName
+from shared.settings import CommonSettings
 
-ToolService = Literal["go", "py"]
+ToolService = ToolServiceName  # the contract's name for who answers a tool (mcp: the bridge)
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,14 @@ class Subjects:
     @property
     def cancel_all(self) -> str:
         return f"{self.prefix}.tasks.cancel.*"
+
+    def running(self, task_id: str) -> str:
+        """Asked by a dispatcher handed a redelivered task: does another dispatcher still run it?"""
+        return f"{self.prefix}.tasks.running.{task_id}"
+
+    @property
+    def running_all(self) -> str:
+        return f"{self.prefix}.tasks.running.*"
 
     def events(self, task_id: str, channel: str) -> str:
         return f"{self.prefix}.events.{task_id}.{channel}"
@@ -126,9 +134,9 @@ class Names:
         return f"{self.bucket_prefix}_uploads"
 
 
-def subjects_for(settings: Settings) -> Subjects:
+def subjects_for(settings: CommonSettings) -> Subjects:
     return Subjects(settings.subject_prefix)
 
 
-def names_for(settings: Settings) -> Names:
+def names_for(settings: CommonSettings) -> Names:
     return Names(settings.stream_prefix, settings.bucket_prefix)

@@ -21,20 +21,19 @@ from pydantic import BaseModel, ValidationError
 from shared.bus.client import Bus, encode
 from shared.bus.names import ToolService
 from shared.bus.tracing import consumer_span, inject_headers
-from shared.contract.tools import ToolDescriptor, ToolList, ToolMeta, ToolReply, ToolRequest
+from shared.contract.tools import ToolAnnotations, ToolDescriptor, ToolList, ToolMeta, ToolReply, ToolRequest
+from shared.errors import AgentixError
 from shared.settings import VERSION
 
 log = logging.getLogger("agentix.bus.tools")
 SERVICE_NAMES: dict[str, str] = {"go": "tools-go", "py": "tools-py"}
 
 
-class ToolFailure(Exception):
+class ToolFailure(AgentixError):
     """Raise from a handler to answer `{ok:false, error:{code, message}}`."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(message, code=code)
 
 
 @dataclass
@@ -58,6 +57,7 @@ class ToolSpec:
     agent: bool = True
     inject: tuple[str, ...] = ()
     high_risk: bool = False
+    annotations: ToolAnnotations = field(default_factory=ToolAnnotations)
 
     def descriptor(self, service: ToolService) -> ToolDescriptor:
         return ToolDescriptor(
@@ -69,6 +69,7 @@ class ToolSpec:
             inject=list(self.inject),
             service=service,
             high_risk=self.high_risk,
+            annotations=self.annotations,
         )
 
 
@@ -86,8 +87,10 @@ class ToolRegistry:
         agent: bool = True,
         inject: Sequence[str] = (),
         high_risk: bool = False,
+        annotations: ToolAnnotations | None = None,
     ) -> Callable[[Handler], Handler]:
-        """Declare a tool; its params model is the type of the handler's first argument."""
+        """Declare a tool; its params model is the type of the handler's first argument.
+        `annotations` are MCP's hints about what the tool does (read-only, destructive, …)."""
 
         def register(handler: Handler) -> Handler:
             hints = handler.__annotations__
@@ -96,7 +99,10 @@ class ToolRegistry:
                 params = handler.__globals__[params]
             if name in self.specs or name == "list_tools":
                 raise ValueError(f"tool {name!r} declared twice")
-            self.specs[name] = ToolSpec(name, title, description, params, handler, agent, tuple(inject), high_risk)
+            self.specs[name] = ToolSpec(
+                name, title, description, params, handler, agent, tuple(inject), high_risk,
+                annotations or ToolAnnotations(),
+            )
             return handler
 
         return register
@@ -125,7 +131,7 @@ class ToolServer:
         self.bus = bus
         self.registry = registry
         self._slots = asyncio.Semaphore(concurrency)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.metrics: dict[str, _EndpointMetrics] = {}
         self.service: Service | None = None
 
@@ -175,7 +181,7 @@ class ToolServer:
 
         return handler
 
-    def _finished(self, task: asyncio.Task) -> None:
+    def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         self._slots.release()
 

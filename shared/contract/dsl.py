@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from shared.contract.base import Contract
 
-DSL_VERSION = "1"
+DSL_VERSION: Final = "1"
 NODE_KINDS: tuple[str, ...] = (
     "input", "retriever", "agent", "tool", "branch", "map", "coordinator", "dual", "approval", "output",
 )
@@ -89,11 +89,21 @@ class AgentConfig(Config):
     max_tokens: int | None = Field(default=None, ge=1)
     output: Literal["text", "json"] = "text"
     evaluate: bool = False
+    # Earlier turns of a conversation: a template or expression giving a list of
+    # `{role, content}` messages, put between `system` and `prompt` (a chat run's memory window).
+    history: str | None = None
+    # Arguments the agent's tools take when the model leaves them out: `{tool: {arg: value}}`,
+    # string values are templates (a chat run's knowledge base for `kb_search`, say). The model
+    # sees such an argument as optional; one that renders empty is not applied.
+    tool_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def template_fields(self, prefix: str = "config", item_scope: bool = False) -> Iterator[TemplateField]:
         yield TemplateField(f"{prefix}.prompt", self.prompt, "template", item_scope)
         if self.system is not None:
             yield TemplateField(f"{prefix}.system", self.system, "template", item_scope)
+        if self.history is not None:
+            yield TemplateField(f"{prefix}.history", self.history, "items", item_scope)
+        yield from _tree_fields(self.tool_defaults, f"{prefix}.tool_defaults", item_scope)
 
     def tool_names(self) -> list[str]:
         return self.tools if isinstance(self.tools, list) else []
@@ -221,9 +231,14 @@ class DualConfig(Config):
 
 class ApprovalConfig(Config):
     message: str = "Approve to continue?"
+    # The plan the approver decides on: a template or expression giving a list of steps; the
+    # node emits it as a `plan {steps}` event before its `approval.request`.
+    plan: str | None = None
 
     def template_fields(self, prefix: str = "config", item_scope: bool = False) -> Iterator[TemplateField]:
         yield TemplateField(f"{prefix}.message", self.message, "template", item_scope)
+        if self.plan is not None:
+            yield TemplateField(f"{prefix}.plan", self.plan, "items", item_scope)
 
 
 class OutputConfig(Config):

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, TypeAdapter
 
@@ -49,6 +49,9 @@ class StatusEvent(EventBase):
     chain_revision: int | None = None
     prompt_versions: dict[str, int] | None = None
     retry: int | None = None
+    # On `waiting`: what the task spent so far. Its `done` comes only after the decision, and a
+    # parked task would otherwise show no usage although its nodes ran.
+    usage: Usage | None = None
 
 
 class NodeStartEvent(EventBase):
@@ -79,9 +82,33 @@ class TokenEvent(EventBase):
     model: str | None = None
 
 
+class ThinkingStartEvent(EventBase):
+    """A block of the model's reasoning begins (its text follows as `thinking.delta`)."""
+
+    type: Literal["thinking.start"] = "thinking.start"
+
+
 class ThinkingEvent(EventBase):
-    type: Literal["thinking"] = "thinking"
+    """A piece of the model's reasoning, as it streams."""
+
+    type: Literal["thinking.delta"] = "thinking.delta"
     text: str
+
+
+class ThinkingEndEvent(EventBase):
+    """The reasoning block ends (the answer's tokens, a tool call, or the end of the call follows)."""
+
+    type: Literal["thinking.end"] = "thinking.end"
+
+
+class ToolInputEvent(EventBase):
+    """A piece of the arguments of a tool call the model is still writing (when the provider
+    streams them); `tool.call` follows with the complete arguments just before the call runs."""
+
+    type: Literal["tool.input"] = "tool.input"
+    call_id: str
+    tool: str
+    delta: str
 
 
 class ToolCallEvent(EventBase):
@@ -97,7 +124,12 @@ class ToolResultEvent(EventBase):
     ok: bool
     duration_ms: float
     result_preview: str | None = None
+    # The result itself (JSON), when its JSON text is at most RESULT_CHARS; else only the preview.
+    result: Any = None
     error: str | None = None
+
+
+RESULT_CHARS = 8_000  # the largest tool result an event carries whole
 
 
 class BranchEvent(EventBase):
@@ -106,9 +138,23 @@ class BranchEvent(EventBase):
 
 
 class ApprovalRequestEvent(EventBase):
+    """A node waits for a person's decision: an `approval` node, or an agent's high-risk tool call
+    (then `call_id`, `tool` and `args` — as the model wrote them — show the call)."""
+
     type: Literal["approval.request"] = "approval.request"
     message: str
     timeout_s: float | None = None
+    call_id: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+
+
+class PlanEvent(EventBase):
+    """The plan an approval node asks a person to decide on (its `plan` config), just before its
+    `approval.request`: a chat run's plan in `plan` mode."""
+
+    type: Literal["plan"] = "plan"
+    steps: list[Any] = Field(default_factory=list)
 
 
 class ApprovalDecisionEvent(EventBase):
@@ -168,6 +214,14 @@ class DoneEvent(EventBase):
     chunks: int | None = None
 
 
+class QueuedEvent(EventBase):
+    """A chat run waiting behind `position` earlier runs of its conversation (its task is
+    published when its turn comes; `status` events follow from then on)."""
+
+    type: Literal["queued"] = "queued"
+    position: int = Field(ge=1)
+
+
 class ProgressEvent(EventBase):
     type: Literal["progress"] = "progress"
     stage: str
@@ -181,11 +235,15 @@ AnyEvent = Annotated[
     | NodeEndEvent
     | NodeSkipEvent
     | TokenEvent
+    | ThinkingStartEvent
     | ThinkingEvent
+    | ThinkingEndEvent
+    | ToolInputEvent
     | ToolCallEvent
     | ToolResultEvent
     | BranchEvent
     | ApprovalRequestEvent
+    | PlanEvent
     | ApprovalDecisionEvent
     | ExpertStartEvent
     | ExpertEndEvent
@@ -194,6 +252,7 @@ AnyEvent = Annotated[
     | BudgetEvent
     | ErrorEvent
     | DoneEvent
+    | QueuedEvent
     | ProgressEvent,
     Field(discriminator="type"),
 ]
@@ -204,10 +263,43 @@ CHANNEL_OF: dict[str, Channel] = {
     "done": "status",
     "error": "status",
     "progress": "status",
+    "queued": "status",
     "token": "token",
-    "thinking": "token",
+    "thinking.start": "token",
+    "thinking.delta": "token",
+    "thinking.end": "token",
+    "tool.input": "token",
 }
 
 
 def parse_event(data: bytes | str) -> AnyEvent:
     return EVENT_ADAPTER.validate_json(data)
+
+
+# How a task's event log ends is part of the contract (every reader relies on `done` coming
+# last), so it is written once here, over any sink; it does no I/O of its own.
+class TaskEvents(Protocol):
+    """Where a task's events go: the bus's `EventPublisher`, or a wrapper around one (redaction). A
+    sink that also has `async flush()` is flushed by `finish_task`."""
+
+    async def emit(self, event: EventBase) -> Any: ...
+
+
+async def finish_task(
+    events: TaskEvents,
+    task_id: str,
+    status: str,
+    *,
+    error: str | None = None,
+    code: str | None = None,
+    output: Any = None,
+    usage: Usage | None = None,
+) -> None:
+    """End a task's event log in a terminal `status`: the `status` event (what the gateway's
+    recorder moves the row by), then the `done` event (what ends every SSE stream), then wait
+    until both are stored, so a caller that acks or records afterwards never loses the end."""
+    await events.emit(StatusEvent(task_id=task_id, status=status, error=error, code=code))
+    await events.emit(DoneEvent(task_id=task_id, status=status, output=output, error=error, usage=usage))
+    flush = getattr(events, "flush", None)
+    if flush is not None:
+        await flush()

@@ -13,6 +13,9 @@ TaskStatus = Literal[
     "submitted", "running", "waiting", "done", "failed", "timeout", "rejected", "cancelled", "budget_exceeded"
 ]
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "timeout", "rejected", "cancelled", "budget_exceeded"})
+# The terminal states a retry may reopen; a task ending in one keeps its checkpoint, which the
+# retry resumes from.
+RETRYABLE: frozenset[str] = frozenset({"failed", "timeout"})
 
 # Allowed transitions; anything else is a repeated or out-of-order event and is ignored.
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -20,8 +23,7 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "running": frozenset({"waiting", *TERMINAL}),
     "waiting": frozenset({"running", *TERMINAL}),
     # A retry reopens a failed or timed-out task; it is the only way out of a terminal state.
-    "failed": frozenset({"running"}),
-    "timeout": frozenset({"running"}),
+    **{status: frozenset({"running"}) for status in RETRYABLE},
 }
 
 

@@ -26,6 +26,8 @@ from jinja2.runtime import Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from jinja2.visitor import NodeTransformer
 
+from shared.errors import AgentixError
+
 MAX_OUTPUT_CHARS = 1_000_000
 MAX_SEQUENCE = 100_000
 MAX_SOURCE_CHARS = 100_000
@@ -33,12 +35,16 @@ SCOPE_NAMES = frozenset({"input", "task", "prompts"})
 ITEM_NAMES = frozenset({"item", "index"})
 
 
-class TemplateProblem(Exception):
+class TemplateProblem(AgentixError):
     """A template that does not parse or fails to render. `str()` names node, field and source."""
 
-    def __init__(self, message: str, *, source: str, node_id: str | None = None, field: str | None = None):
+    code = "bad_template"
+    http_status = 422
+
+    def __init__(
+        self, message: str, *, source: str, node_id: str | None = None, field: str | None = None
+    ) -> None:
         super().__init__(message)
-        self.message = message
         self.source = source
         self.node_id = node_id
         self.field = field

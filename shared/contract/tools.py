@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Literal
 
 from pydantic import Field
 
 from shared.contract.base import Contract
 
-ToolServiceName = Literal["go", "py"]
+# `mcp`: a tool of an external MCP server, answered by the bridge on `P.tools.mcp.<server>.<tool>`.
+ToolServiceName = Literal["go", "py", "mcp"]
+
+
+class ToolAnnotations(Contract):
+    """MCP's tool annotations (hints, never guarantees), named as MCP names them on the wire
+    (`readOnlyHint`, …); `None` means the tool does not say."""
+
+    read_only: bool | None = None  # readOnlyHint: it changes nothing
+    destructive: bool | None = None  # destructiveHint: it may delete or overwrite
+    idempotent: bool | None = None  # idempotentHint: calling twice with the same arguments does no more
+    open_world: bool | None = None  # openWorldHint: it reaches beyond Agentix (the web, another system)
 
 
 class ToolDescriptor(Contract):
@@ -23,6 +35,26 @@ class ToolDescriptor(Contract):
     inject: list[str] = Field(default_factory=list)
     service: ToolServiceName
     high_risk: bool = False
+    annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
+
+    def public_schema(self) -> dict[str, Any]:
+        """The argument schema a caller sees — a model's function, an MCP client's tool: without
+        the injected parameters (they come from the runtime or the token, never from the caller)
+        and without a `title` of its own; always an object schema."""
+        schema = copy.deepcopy(self.input_schema)
+        schema.pop("title", None)
+        props = schema.get("properties")
+        if isinstance(props, dict):
+            for name in self.inject:
+                props.pop(name, None)
+        required = schema.get("required")
+        if isinstance(required, list):
+            schema["required"] = [r for r in required if r not in self.inject]
+            if not schema["required"]:
+                schema.pop("required")
+        schema["type"] = "object"
+        schema.setdefault("properties", {})
+        return schema
 
 
 class ToolList(Contract):

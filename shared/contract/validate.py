@@ -12,7 +12,7 @@ import json
 import re
 from collections import defaultdict, deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from pydantic import Field, ValidationError
 
@@ -27,6 +27,7 @@ from shared.contract.dsl import (
     NODE_MODELS,
     BranchNode,
     Edge,
+    Node,
     NodeBase,
     Workflow,
 )
@@ -144,7 +145,8 @@ def _validate(raw: Any, out: _Collector) -> Workflow | None:
 
     if out.errors:
         return None
-    return Workflow.model_construct(version=DSL_VERSION, nodes=list(nodes.values()), edges=edges)
+    # Every parsed node is an instance of one of NODE_MODELS, i.e. one member of the `Node` union.
+    return Workflow.model_construct(version=DSL_VERSION, nodes=cast("list[Node]", list(nodes.values())), edges=edges)
 
 
 def _type_name(value: Any) -> str:
@@ -235,7 +237,7 @@ def _schema_problem(schema: dict[str, Any]) -> str | None:
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as exc:
-        return exc.message
+        return str(exc.message)
     return None
 
 
@@ -250,17 +252,12 @@ def _check_edges(
             out.error("bad_document", f"edges[{index}] must be an object, not {_type_name(item)}",
                       edge_index=index, field=f"edges[{index}]")
             continue
-        source, target, handle = item.get("source"), item.get("target"), item.get("sourceHandle")
+        source = _edge_end(index, "source", item.get("source"), kinds, out)
+        target = _edge_end(index, "target", item.get("target"), kinds, out)
+        handle = item.get("sourceHandle")
         if handle == "":
             handle = None
-        bad = False
-        for end, value in (("source", source), ("target", target)):
-            if not isinstance(value, str) or value not in kinds:
-                shown = "missing" if value is None else f"{value!r}"
-                out.error("dangling_edge", f"edges[{index}]: {end} {shown} is not a node", edge_index=index,
-                          field=end)
-                bad = True
-        if bad:
+        if source is None or target is None:
             continue
         if handle is not None and not isinstance(handle, str):
             out.error("bad_handle", f"edges[{index}]: sourceHandle must be a string", edge_index=index,
@@ -281,6 +278,15 @@ def _check_edges(
         edges.append(Edge(source=source, target=target, source_handle=handle))
         succ[source].append(target)
     return edges, succ
+
+
+def _edge_end(index: int, end: str, value: Any, kinds: dict[str, str], out: _Collector) -> str | None:
+    """`value` if it names a node; otherwise the error is reported and the answer is None."""
+    if isinstance(value, str) and value in kinds:
+        return value
+    shown = "missing" if value is None else f"{value!r}"
+    out.error("dangling_edge", f"edges[{index}]: {end} {shown} is not a node", edge_index=index, field=end)
+    return None
 
 
 def _check_handle(index: int, source: str, handle: str | None, kinds: dict[str, str],

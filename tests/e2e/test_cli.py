@@ -42,13 +42,22 @@ def test_run_exits_nonzero_on_an_invalid_workflow(running_suite: RunningSuite, t
 
 def test_run_exits_nonzero_when_the_task_fails(running_suite: RunningSuite, tmp_path: Path) -> None:
     dsl = {"version": "1", "nodes": [
-        {"id": "in", "kind": "input", "config": {"schema": {"type": "object", "required": ["text"]}}},
-        {"id": "out", "kind": "output", "config": {"value": "{{ in.text }}"}}],
+        {"id": "in", "kind": "input", "config": {}},
+        {"id": "out", "kind": "output", "config": {"value": "{{ in.text.nope.deeper }}"}}],
         "edges": [{"source": "in", "target": "out"}]}
-    path = tmp_path / "needs_text.json"
+    path = tmp_path / "breaks.json"
     path.write_text(json.dumps(dsl))
-    out = agentix(running_suite, "run", str(path), "--url", running_suite.url, "--token", running_suite.token())
+    out = agentix(running_suite, "run", str(path), "--url", running_suite.url, "--token", running_suite.token(),
+                  "--input", '{"text": "x"}')
     assert out.returncode == 1 and "task ended failed" in out.stderr
+    assert "null" not in out.stdout.splitlines()  # no output to show: none is printed
+
+
+def test_run_refuses_a_missing_input_field_before_running(running_suite: RunningSuite) -> None:
+    out = agentix(running_suite, "run", str(EXAMPLES / "hello.json"), "--url", running_suite.url,
+                  "--token", running_suite.token(), "--input", "{}")
+    assert out.returncode == 1 and "task " not in out.stdout
+    assert "Invalid input" in out.stderr and "'text' is a required property" in out.stderr
 
 
 def test_status_lists_every_service(running_suite: RunningSuite) -> None:

@@ -29,8 +29,9 @@ CONSOLE_TESTS = Path(__file__).resolve().parent / "console"
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 # Order matters only for screenshots and speed: `models` makes the scripted server the active
-# model through the UI; the run scenarios make sure of it themselves over the API.
-SCENARIOS = ["login", "models", "run", "approve", "reload", "offline", "kb", "tour"]
+# model through the UI; the run scenarios make sure of it themselves over the API. `chain` clears
+# the chain and makes `offline` active; `parked` runs on it (and makes sure of it itself).
+SCENARIOS = ["login", "models", "run", "approve", "reload", "offline", "kb", "tour", "newcomer", "chain", "parked"]
 ANSWER = (
     "Agentix streams every token of a run over server-sent events. Each event carries its position "
     "in the task's log, so a browser that reconnects or reloads asks for what came after the last "
@@ -65,8 +66,10 @@ def test_console_logic() -> None:
 
 @pytest.fixture(scope="module")
 def running_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSuite]:
-    """The console scenarios change the model chain: they get a suite of their own."""
-    running = start_suite(tmp_path_factory.mktemp("console-suite"))
+    """The console scenarios change the model chain: they get a suite of their own. One user
+    drives every scenario of a module within a minute or two, far past a person's pace: the rate
+    limit (a test of its own elsewhere) is set out of the way."""
+    running = start_suite(tmp_path_factory.mktemp("console-suite"), {"AGENTIX_RATE_LIMIT_PER_MIN": "100000"})
     yield running
     running.suite.stop()
     running.nats.cleanup()
@@ -107,6 +110,9 @@ def console_env(running_suite: RunningSuite, scripted_llm: OpenAIServer) -> dict
         "LLM_URL": scripted_llm.url,
         "SCREENSHOT_DIR": str(SCREENSHOTS),
         "EXAMPLES_DIR": str(ROOT / "examples"),
+        # A second, regular user whose KB the admin must see with its owner (no user API: a token).
+        "COLLEAGUE_USER": "console-colleague",
+        "COLLEAGUE_TOKEN": running_suite.token("console-colleague"),
     }
 
 

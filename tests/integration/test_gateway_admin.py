@@ -147,7 +147,7 @@ async def test_chain_hot_swap_reaches_running_and_late_subscribers(
         assert (
             await admin.put("/api/v1/admin/models/chain", json={"active": "a", "fallbacks": ["a"]})
         ).status_code == 422
-        in_chain = next(m for m in (await admin.get("/api/v1/admin/models")).json() if m["name"] == "c")
+        in_chain = next(m for m in (await admin.get("/api/v1/admin/models")).json()["items"] if m["name"] == "c")
         assert (await admin.delete(f"/api/v1/admin/models/{in_chain['id']}")).status_code == 409
         assert (await admin.get("/api/v1/admin/models/chain")).json()["active"] == "c"
     finally:
@@ -186,7 +186,7 @@ async def test_pricing_and_prompts_with_canary(gw: EmbeddedGateway, admin: httpx
         1, "You are v1.", 2, "You are v2.", 10,
     )  # fmt: skip
     listed = (await admin.get("/api/v1/admin/prompts")).json()
-    assert [v["version"] for v in listed[0]["versions"]] == [1, 2]
+    assert [v["version"] for v in listed["items"][0]["versions"]] == [1, 2]
     assert (await admin.get("/api/v1/admin/prompts/unknown")).status_code == 404
 
 

@@ -15,7 +15,7 @@ import pytest
 from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
-from shared.bus.events import EventPublisher
+from shared.bus.events import EventPublisher, last_event_n
 from shared.contract.events import ApprovalRequestEvent, DoneEvent, StatusEvent
 from shared.contract.task import ResumeMessage, TaskMessage
 from shared.settings import Settings
@@ -226,6 +226,16 @@ async def test_bad_input_matrix(alice: httpx.AsyncClient) -> None:
     assert_problem(await alice.delete("/api/v1/tasks"), 405)
 
 
+async def test_malformed_json_reports_the_position_not_a_field(alice: httpx.AsyncClient) -> None:
+    body = b'{"dsl": {"version": "1", }}'  # after the stray comma the parse stops at `}`: character 25
+    resp = await alice.post("/api/v1/tasks", content=body, headers={"content-type": "application/json"})
+    problem = assert_problem(resp, 400)
+    assert problem["title"] == "Malformed JSON"
+    [error] = problem["errors"]
+    assert error["code"] == "json_invalid" and error["position"] == 25 and "field" not in error
+    assert "at character 25" in error["message"]
+
+
 async def test_chunked_oversized_body_is_413(alice: httpx.AsyncClient) -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"dsl": {}, "input": {"text": "'
@@ -431,7 +441,8 @@ async def test_approval_resumes_the_waiting_node(gw: EmbeddedGateway, alice: htt
     assert (resume.task_id, resume.node_id, resume.decision, resume.by, resume.comment) == (
         task_id, "ok", "approve", "alice", "fine",
     )  # fmt: skip
-    assert msg.headers["Nats-Msg-Id"] == f"{task_id}:resume:ok"
+    # The dedupe id names the wait: the task's last event when the decision was taken.
+    assert msg.headers["Nats-Msg-Id"] == f"{task_id}:resume:ok:{await last_event_n(bus, task_id)}"
 
 
 async def failed_task(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> tuple[str, EventPublisher, dict[str, Any]]:

@@ -4,17 +4,19 @@ and gateway replicas publishing at once never put an older document after a newe
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
 import pytest
 from nats.js.errors import KeyWrongLastSequenceError
+from sqlalchemy import Engine, text
 from sqlmodel import Session
 
-from services.gateway.admin.control import CHAIN_KEY, bump, current_chain
+from services.gateway.admin.control_publisher import CHAIN_KEY, bump, current_chain
 from services.gateway.admin.prompts import VersionIn, add_version
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.tables import ControlValue
@@ -23,6 +25,7 @@ from shared.bus import Bus
 from shared.bus.control import ControlPlane
 from shared.contract.models import ControlUpdate
 from shared.settings import Settings
+from tests.support.wait import eventually
 
 
 def admin_client(gw: EmbeddedGateway) -> httpx.AsyncClient:
@@ -145,6 +148,48 @@ async def test_concurrent_replicas_publish_chain_revisions_in_order(replicas: li
             await c.aclose()
 
 
+def backend_pid(session: Session) -> int:
+    """The PostgreSQL server process that runs this session's transaction."""
+    return int(session.connection().exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+
+async def second_writer_behind(engine: Engine, first: Session, write: Callable[[Session], int]) -> int:
+    """`write` in a second session while `first` holds an uncommitted first write of the same
+    row. `first` commits only once PostgreSQL reports the second writer blocked by it, so both
+    writers are provably inside the critical section at once (never "probably", after a sleep).
+    Returns what `write` returned in the committed second transaction."""
+    first.flush()  # the first write has reached the database, as a request's would
+    holder = backend_pid(first)
+    waiter_pid: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+    def second() -> int:
+        with Session(engine) as session:
+            try:
+                waiter_pid.set_result(backend_pid(session))
+            except BaseException as exc:
+                waiter_pid.set_exception(exc)
+                raise
+            result = write(session)
+            session.commit()
+            return result
+
+    racing = asyncio.create_task(asyncio.to_thread(second))
+    waiter = await asyncio.wrap_future(waiter_pid)
+
+    def blockers() -> list[int]:
+        with engine.connect() as conn:
+            return list(conn.execute(text("SELECT pg_blocking_pids(:pid)"), {"pid": waiter}).scalar_one())
+
+    async def second_waits_on_first() -> bool:
+        # Done early means the second writer failed or never queued: awaiting it below says which.
+        return racing.done() or holder in await asyncio.to_thread(blockers)
+
+    await eventually(second_waits_on_first)
+    first.commit()
+    first.close()
+    return await asyncio.wait_for(racing, 30)
+
+
 async def test_two_first_writes_of_a_key_queue_instead_of_failing(replicas: list[EmbeddedGateway]) -> None:
     """The first write of a control key by two replicas at once: the second waits for the
     first's row and takes the next revision (it used to fail on the primary key: a 500)."""
@@ -153,17 +198,10 @@ async def test_two_first_writes_of_a_key_queue_instead_of_failing(replicas: list
     first = Session(engine)
     assert bump(first, key, {"by": "a"}, "a") == 1  # not committed yet
 
-    def second() -> int:
-        with Session(engine) as session:
-            revision = bump(session, key, {"by": "b"}, "b")
-            session.commit()
-            return revision
+    def second(session: Session) -> int:
+        return bump(session, key, {"by": "b"}, "b")
 
-    racing = asyncio.create_task(asyncio.to_thread(second))
-    await asyncio.sleep(0.3)  # the second writer is now waiting on the first's row
-    first.commit()
-    first.close()
-    assert await asyncio.wait_for(racing, 10) == 2
+    assert await second_writer_behind(engine, first, second) == 2
     with Session(engine) as session:
         row = session.get(ControlValue, key)
         assert row is not None and (row.revision, row.value) == (2, {"by": "b"})
@@ -175,14 +213,7 @@ async def test_two_first_versions_of_a_prompt_queue_instead_of_failing(replicas:
     first = Session(engine)
     assert add_version(first, name, VersionIn(text="one"), "a")["version"] == 1  # not committed yet
 
-    def second() -> int:
-        with Session(engine) as session:
-            version = int(add_version(session, name, VersionIn(text="two"), "b")["version"])
-            session.commit()
-            return version
+    def second(session: Session) -> int:
+        return int(add_version(session, name, VersionIn(text="two"), "b")["version"])
 
-    racing = asyncio.create_task(asyncio.to_thread(second))
-    await asyncio.sleep(0.3)
-    first.commit()
-    first.close()
-    assert await asyncio.wait_for(racing, 10) == 2
+    assert await second_writer_behind(engine, first, second) == 2

@@ -7,16 +7,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 
+import services.gateway.chat.tables  # noqa: F401  (the chat tables join `metadata`)
 from services.gateway.app import create_app
 from services.gateway.migrate import VERSION_TABLE, SchemaMismatch, head_revision, upgrade
+from services.gateway.tables import metadata
 from shared.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,17 +63,6 @@ def test_concurrent_migrate_on_sqlite(tmp_path: Path) -> None:
     assert_applied_once(outputs, f"sqlite:///{tmp_path / 'gateway.db'}")
 
 
-@pytest.fixture
-def fresh_pg(pg_url: str) -> Iterator[str]:
-    name = f"agentix_mig_{uuid.uuid4().hex[:8]}"
-    admin_url = pg_url.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield f"{pg_url.rsplit('/', 1)[0]}/{name}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def test_concurrent_migrate_on_postgres(fresh_pg: str, tmp_path: Path) -> None:
     outputs = concurrent_migrate({"AGENTIX_DATA_DIR": str(tmp_path), "AGENTIX_GATEWAY_DB_URL": fresh_pg})
     assert_applied_once(outputs, fresh_pg)
@@ -109,3 +99,16 @@ def test_user_add_subcommand(tmp_path: Path) -> None:
         row = conn.execute(text("SELECT role, password_hash FROM users WHERE id = 'zoe'")).one()
     engine.dispose()
     assert row[0] == "admin" and row[1].startswith("scrypt$") and "s3cret-pass" not in row[1]
+
+
+def test_the_migrations_build_exactly_the_tables_the_code_declares(settings: Settings) -> None:
+    """What `alembic revision --autogenerate` would write after the head: nothing (the chat
+    tables included), so the migrations and the table classes never drift apart."""
+    upgrade(settings)
+    engine = create_engine(settings.db_url("gateway"))
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True, "version_table": VERSION_TABLE})
+            assert compare_metadata(context, metadata) == []
+    finally:
+        engine.dispose()

@@ -14,10 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
+from services.gateway import task_service
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.ids import new_id
 from services.gateway.tables import Task, now
-from services.gateway.tasks import requeue_unpublished
+from services.gateway.task_service import requeue_unpublished
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
@@ -177,3 +178,40 @@ async def test_the_running_gateway_repeats_the_pass(settings: Settings) -> None:
         assert msg.headers["Nats-Msg-Id"] == left
     finally:
         await gateway.stop()
+
+
+async def test_a_submit_rides_through_an_election_of_the_tasks_stream(gw: EmbeddedGateway, settings: Settings) -> None:
+    """The tasks stream has no leader (here: no stream, and a subscriber that swallows the
+    publishes, as a dying leader does): the request waits, and is queued once a leader answers."""
+    bus: Bus = gw.app.state.bus
+    await bus.js.delete_stream(bus.names.tasks_stream)
+    swallow = await bus.nc.subscribe(bus.subjects.tasks_submit)
+    headers = {"Authorization": f"Bearer {mint_token(settings, 'alice')}"}
+    async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as alice:
+        post = asyncio.create_task(alice.post("/api/v1/tasks", json={"dsl": DSL, "input": {"text": "x"}}))
+        await swallow.next_msg(timeout=30)  # the first try reached the cluster, and got no answer
+        await swallow.unsubscribe()
+        await bus.declare()  # a leader again
+        answer = await post
+    assert answer.status_code == 202 and answer.json()["queued"] is True, answer.text
+    [msg] = await queued_messages(bus)
+    assert msg.headers["Nats-Msg-Id"] == answer.json()["id"]
+
+
+async def test_a_submit_that_finds_no_leader_is_kept_without_holding_the_request(
+        gw: EmbeddedGateway, settings: Settings) -> None:
+    """No leader within the gateway's publish wait: 202 `queued: false` then, not after the
+    bus's 30 s; the requeuer publishes the kept row once a leader answers."""
+    bus: Bus = gw.app.state.bus
+    await bus.js.delete_stream(bus.names.tasks_stream)
+    headers = {"Authorization": f"Bearer {mint_token(settings, 'alice')}"}
+    async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as alice:
+        async with asyncio.timeout(task_service.PUBLISH_WAIT_S + 15):  # well under the bus's 30 s + slack
+            answer = await alice.post("/api/v1/tasks", json={"dsl": DSL, "input": {"text": "x"}})
+    assert answer.status_code == 202 and answer.json()["queued"] is False, answer.text
+    task_id = answer.json()["id"]
+    assert row(gw, task_id).status == "submitted" and row(gw, task_id).queued_at is None
+    await bus.declare()
+    assert await requeue_unpublished(gw.app.state.db, bus, min_age_s=0.0) == 1
+    [msg] = await queued_messages(bus)
+    assert msg.headers["Nats-Msg-Id"] == task_id

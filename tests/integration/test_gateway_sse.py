@@ -17,6 +17,7 @@ from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.bus.events import EventPublisher
 from shared.contract.events import DoneEvent, NodeEndEvent, NodeStartEvent, StatusEvent, TokenEvent
+from shared.settings import Settings
 from tests.support.wait import eventually
 
 DSL: dict[str, Any] = {
@@ -142,19 +143,44 @@ async def test_after_query_and_finished_task_replay(gw: EmbeddedGateway, client:
     assert trace == ["status", "node.start", "node.end", "status", "done"]
 
 
-async def test_ping_comments_keep_an_idle_stream_alive(
-    gw: EmbeddedGateway, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+async def test_a_named_heartbeat_flows_on_a_quiet_stream_and_is_never_part_of_the_log(
+    settings: Settings,
 ) -> None:
-    monkeypatch.setattr(sse, "PING_S", 0.05)
-    task_id = await new_task(client)  # no events at all: only pings flow
-    comments: list[str] = []
-    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
-        async for line in resp.aiter_lines():
-            if line.startswith(":"):
-                comments.append(line)
-            if len(comments) == 2:
-                break
-    assert comments == [": ping", ": ping"]
+    quick = settings.model_copy(update={"rate_limit_per_min": 100_000, "sse_heartbeat_s": 0.05})
+    gw = await EmbeddedGateway(quick).start()
+    headers = {"Authorization": f"Bearer {mint_token(quick, 'alice')}"}
+    try:
+        async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=20) as client:
+            task_id = await new_task(client)
+            pub = EventPublisher(gw.app.state.bus, task_id)
+            await pub.emit(StatusEvent(task_id=task_id, status="running"))
+            await pub.emit(TokenEvent(task_id=task_id, node_id="ans", text="quiet "))
+            await pub.flush()
+            seen: list[Frame] = []
+            async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+                async for f in frames(resp):  # the model is quiet now: only heartbeats flow
+                    seen.append(f)
+                    if sum(x.event == "heartbeat" for x in seen) == 2:
+                        break
+            beats = [f for f in seen if f.event == "heartbeat"]
+            real = [f for f in seen if f.event != "heartbeat"]
+            assert [f.event for f in real] == ["status", "token"] and all(f.id is not None for f in real)
+            assert all(f.id is None and f.data["task_id"] == task_id and f.data["ts"] for f in beats)
+
+            # Resuming after the last real event misses nothing and replays no heartbeat.
+            await pub.emit(TokenEvent(task_id=task_id, node_id="ans", text="again"))
+            await pub.emit(DoneEvent(task_id=task_id, status="done"))
+            await pub.flush()
+            async with client.stream("GET", f"/api/v1/tasks/{task_id}/events",
+                                     headers={"Last-Event-ID": str(real[-1].id)}) as resp:
+                after = [f for f in [f async for f in frames(resp)] if f.event != "heartbeat"]
+            assert [f.event for f in after] == ["token", "done"]
+            # The stored log holds the task's events only.
+            async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+                replay = [f async for f in frames(resp)]
+            assert [f.event for f in replay if f.id is not None] == ["status", "token", "token", "done"]
+    finally:
+        await gw.stop()
 
 
 async def test_bad_resume_point_and_sse_auth(gw: EmbeddedGateway, client: httpx.AsyncClient) -> None:

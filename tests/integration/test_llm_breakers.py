@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from services.dispatcher.llm.api import LLMRequest
 from services.dispatcher.llm.breaker import BreakerPolicy, CircuitBreakers, KVBreakerStore, breaker_key
-from services.dispatcher.llm.control import ModelControl
-from services.dispatcher.llm.failover import RetryPolicy
+from services.dispatcher.llm.chain_config import ModelControl
 from services.dispatcher.llm.pool import ModelPool
+from services.dispatcher.llm.retry import RetryPolicy
 from shared.bus import Bus
 from shared.contract.models import BreakerState, ModelChain, ModelConfig
 from shared.settings import Settings
@@ -30,12 +27,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-async def srv() -> AsyncIterator[oai.OpenAIServer]:
-    async with oai.OpenAIServer() as server:
-        yield server
 
 
 def make_pool(settings: Settings, url: str, clock: Clock, **kw: object) -> ModelPool:

@@ -4,26 +4,17 @@ guardrail decisions and its fail-closed path."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from services.dispatcher.harness.evaluate import Evaluator
 from services.dispatcher.harness.guardrail import classify_input
 from services.dispatcher.llm.api import Delta, LLMRequest, TokenBudget
-from services.dispatcher.llm.control import ModelControl
-from services.dispatcher.llm.failover import RetryPolicy
+from services.dispatcher.llm.chain_config import ModelControl
 from services.dispatcher.llm.pool import ModelPool
+from services.dispatcher.llm.retry import RetryPolicy
 from shared.contract.models import ModelChain, ModelConfig
 from shared.settings import Settings
 from tests.support import openai_server as oai
-
-
-@pytest.fixture
-async def srv() -> AsyncIterator[oai.OpenAIServer]:
-    async with oai.OpenAIServer() as server:
-        yield server
 
 
 def make_pool(tmp_path: Path, url: str) -> ModelPool:

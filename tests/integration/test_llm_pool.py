@@ -12,9 +12,9 @@ import pytest
 
 from services.dispatcher.llm.api import BudgetExceeded, Delta, LLMError, LLMRequest, TokenBudget
 from services.dispatcher.llm.cache import RedisCache
-from services.dispatcher.llm.control import ModelControl
-from services.dispatcher.llm.failover import RetryPolicy
+from services.dispatcher.llm.chain_config import ModelControl
 from services.dispatcher.llm.pool import ModelPool
+from services.dispatcher.llm.retry import RetryPolicy
 from services.dispatcher.llm.tokens import estimate_messages, estimate_text
 from shared.contract.models import ModelChain, ModelConfig, ModelParams, PriceEntry, Pricing
 from shared.secrets import encrypt_secret

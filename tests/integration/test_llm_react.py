@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from services.dispatcher.engine.agent_loop import AgentLoop
+from services.dispatcher.engine.memory import EventLog
+from services.dispatcher.engine.react import ReactAgent
+from services.dispatcher.harness.redact_events import RedactingEvents
 from services.dispatcher.llm.api import AgentTurn, LLMRequest, TokenBudget
-from services.dispatcher.llm.control import ModelControl
+from services.dispatcher.llm.chain_config import ModelControl
 from services.dispatcher.llm.pool import ModelPool
-from services.dispatcher.llm.react import ReactAgent
+from services.dispatcher.redact import Redactor
 from shared.bus import Bus
 from shared.bus.tools import ToolClient, ToolContext, ToolRegistry, serve_tools
 from shared.contract.events import EventBase, ToolCallEvent, ToolResultEvent
@@ -72,12 +76,6 @@ class Tools:
             self.both.set()
         await asyncio.wait_for(self.both.wait(), 5)
         return result
-
-
-@pytest.fixture
-async def srv() -> AsyncIterator[oai.OpenAIServer]:
-    async with oai.OpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture
@@ -190,18 +188,68 @@ async def test_stops_at_max_steps_and_forces_an_answer(
     pool = make_pool(settings, srv.url, tmp_path)
     descriptors = [d for d in await client.list_tools() if d.name == "run_code"]
 
-    events: list[EventBase] = []
+    # Events leave through the task's redacting sink, as in the dispatcher.
+    log = EventLog()
+    sink = RedactingEvents(log, Redactor())
 
-    async def emit(event: EventBase) -> None:
-        events.append(event)
-
-    result = await ReactAgent()(pool.pinned(), turn(descriptors, max_steps=2), caller=client, emit=emit, budget=None)
+    result = await ReactAgent()(pool.pinned(), turn(descriptors, max_steps=2), caller=client, emit=sink.emit,
+                                budget=None)
     assert result.text == "final answer"
-    calls = [e for e in events if isinstance(e, ToolCallEvent)]
+    calls = [e for e in log.events if isinstance(e, ToolCallEvent)]
     assert len(calls) == 2 and all(c.args == {"key": "[REDACTED:api_key]"} for c in calls)
     bodies = [r["body"] for r in srv.requests()]
     assert [("tools" in b) for b in bodies] == [True, True, False]
     unknown = json.loads(bodies[1]["messages"][-1]["content"])
     assert unknown["error"]["code"] == "unknown_tool" and "run_code" in unknown["error"]["message"]
     assert "tool calls allowed" in bodies[2]["messages"][-1]["content"]
+    await pool.aclose()
+
+
+class KeptLoop:
+    """A loop's state as a checkpoint kept it (what a dead dispatcher left)."""
+
+    def __init__(self, state: AgentLoop) -> None:
+        self.state = state
+
+    async def save(self, state: Any) -> None:
+        self.state = state
+
+
+PROMPT = "What do my docs say about NATS?"
+SEEN = "Your docs are ab"  # what clients saw of the final answer before the dispatcher died
+
+
+def after_one_tool_turn() -> AgentLoop:
+    """A loop that had asked `lookup` (its text streamed) and got the result, then died answering."""
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"query": "NATS"}'}}
+    return AgentLoop(messages=[{"role": "user", "content": PROMPT},
+                               {"role": "assistant", "content": "Let me look.", "tool_calls": [call]},
+                               {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'}], steps=1)
+
+
+@pytest.mark.parametrize("regenerated", ["same", "different"])
+async def test_a_taken_over_loop_does_not_stream_again_what_clients_saw(
+    srv: oai.OpenAIServer, tools: tuple[Tools, ToolClient], settings: Settings, tmp_path: Path, regenerated: str,
+) -> None:
+    _, client = tools
+    final = "Your docs are about NATS."
+    if regenerated == "same":
+        srv.script([oai.reply(final)])
+    else:  # a sampled model answers otherwise: the seen text stands and the model continues it
+        srv.script([oai.reply("Something else entirely."), oai.reply("out NATS, again.")])
+    events: list[EventBase] = []
+
+    async def emit(event: EventBase) -> None:
+        events.append(event)
+
+    pool = make_pool(settings, srv.url, tmp_path)
+    descriptors = [d for d in await client.list_tools() if d.name == "lookup"]
+    keeper = KeptLoop(after_one_tool_turn())
+    result = await ReactAgent()(pool.pinned(), turn(descriptors, PROMPT, keeper=keeper, streamed="Let me look." + SEEN),
+                                caller=client, emit=emit, budget=None)
+    streamed_now = "".join(e.text for e in events if e.type == "token")
+    assert result.text.startswith(SEEN) and SEEN + streamed_now == result.text
+    assert result.text == (final if regenerated == "same" else SEEN + "out NATS, again.")
+    if regenerated == "different":  # the continuation was asked with the seen text as the answer's start
+        assert srv.requests()[-1]["body"]["messages"][-1] == {"role": "assistant", "content": SEEN}
     await pool.aclose()

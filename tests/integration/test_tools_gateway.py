@@ -198,6 +198,28 @@ async def test_batch_upload_one_item_per_document_in_order(api: Api) -> None:
     problem(await api.bob.post("/kb/bulk/documents/batch", json={"documents": [first]}), 404)
 
 
+async def test_untyped_uploads_get_the_media_type_their_name_implies(api: Api) -> None:
+    """`curl -F file=@notes.md` sends application/octet-stream: the document is text/markdown."""
+    a = api.alice
+    await a.post("/kb", json={"name": "typed"})
+    untyped = "application/octet-stream"
+    one = await a.post("/kb/typed/documents", files={"file": ("notes.md", b"# Notes\n\nCheck the queue.", untyped)})
+    assert one.status_code == 202, one.text
+    files = [
+        ("file", ("guide.markdown", b"# Guide\n\nRestart the worker.", untyped)),
+        ("file", ("page.html", b"<h1>Page</h1><p>Drain first.</p>", untyped)),
+        ("file", ("plain.md", b"Declared types are kept.", "text/plain")),
+    ]
+    many = await a.post("/kb/typed/documents/batch", files=files)
+    assert many.status_code == 202, many.text
+    queued = [one.json(), *many.json()["items"]]
+    media = []
+    for item in queued:
+        assert (await api.tools.wait_job(item["job_id"])).status == "done"
+        media.append((await a.get(f"/kb/typed/documents/{item['document_id']}")).json()["media_type"])
+    assert media == ["text/markdown", "text/markdown", "text/html", "text/plain"]
+
+
 async def test_memory_routes(api: Api) -> None:
     a, b = api.alice, api.bob
     put = await a.put("/memory/favourite%20colour", json={"value": {"colour": "teal"}})

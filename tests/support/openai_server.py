@@ -3,7 +3,8 @@
 Real HTTP/1.1 on 127.0.0.1 (keep-alive, chunked SSE), so the real `openai` client talks to it.
 Endpoints: `POST /v1/chat/completions` (streamed and not), `POST /v1/embeddings`, `POST /v1/rerank`,
 `GET /v1/models`, and control endpoints for other processes: `POST /_script`,
-`GET /_requests`, `POST /_reset`, `GET /_health`.
+`GET /_requests`, `POST /_reset`, `GET /_health`, `POST /_release {gate}` (lets a streamed reply
+scripted with `gate` go on: a test holds an answer mid-stream for as long as it needs, no timing).
 
 Three ways to run it:
 
@@ -89,11 +90,19 @@ def reply(
     chunk_chars: int = 4,
     delay_s: float = 0.0,
     finish_reason: str | None = None,
+    gate: str | None = None,
+    gate_after: int = 0,
+    first_delay_s: float = 0.0,
 ) -> Step:
     """A successful answer. `text`/`reasoning` as a list are the exact stream chunks; as a str
     they are cut into `chunk_chars` pieces. `usage=False` omits usage, a dict sets it, True
-    computes it. `delay_s` sleeps before every streamed chunk."""
+    computes it. `delay_s` sleeps before every streamed chunk, `first_delay_s` once before the
+    first (a model's time to first token). With `gate`, the stream stops after `gate_after`
+    events until `POST /_release {"gate": gate}`."""
     return {
+        "first_delay_s": first_delay_s,
+        "gate": gate,
+        "gate_after": gate_after,
         "kind": "reply",
         "text": text,
         "tool_calls": tool_calls or [],
@@ -238,6 +247,7 @@ class OpenAIServer:
         self._queues: dict[tuple[str, str | None], deque[Step]] = {}
         self._then: dict[tuple[str, str | None], Step] = {}
         self._requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED)
+        self._gates: dict[str, asyncio.Event] = {}  # touched on the server's loop only
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self._thread: threading.Thread | None = None
@@ -451,9 +461,15 @@ class OpenAIServer:
             await self._send_json(writer, 200, {"ok": True})
         elif path == "/_health":
             await self._send_json(writer, 200, {"ok": True})
+        elif path == "/_release" and method == "POST":
+            self._gate(str(body.get("gate", ""))).set()
+            await self._send_json(writer, 200, {"ok": True})
         else:
             await self._send_json(writer, 404, _err_body(f"no control route {path}"))
         return True
+
+    def _gate(self, name: str) -> asyncio.Event:
+        return self._gates.setdefault(name, asyncio.Event())
 
     def _known_models(self) -> list[str]:
         with self._lock:
@@ -530,6 +546,8 @@ class OpenAIServer:
             b"Transfer-Encoding: chunked\r\n\r\n"
         )
         delay = float(step.get("delay_s") or 0.0)
+        if step.get("first_delay_s"):
+            await asyncio.sleep(float(step["first_delay_s"]))
         sent = 0
         for event in _stream_events(cid, model, step, prompt_tokens, include_usage):
             if delay:
@@ -539,6 +557,9 @@ class OpenAIServer:
             sent += 1
             if delay or sent % 32 == 0:
                 await writer.drain()
+            if step.get("gate") and sent == int(step.get("gate_after") or 0):
+                await writer.drain()
+                await self._gate(str(step["gate"])).wait()
         await writer.drain()
         if step.get("kind") == "hang":
             await asyncio.sleep(float(step.get("seconds", 3600)))

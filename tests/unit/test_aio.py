@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sys
+
+import pytest
 
 from shared.aio import cancel_and_wait
 
@@ -51,11 +54,26 @@ async def test_a_loop_around_wait_for_outlives_one_racing_cancel_but_not_cancel_
     assert task.cancelled()
 
 
-async def test_an_ended_task_and_none_are_fine() -> None:
-    async def fails() -> None:
-        raise RuntimeError("boom")
+async def test_an_ended_task_and_none_are_fine(caplog: pytest.LogCaptureFixture) -> None:
+    """An ended task is left as it ended (not cancelled, its error or result kept), a failure is
+    logged once by name instead of raised, and None is a no-op."""
+    boom = RuntimeError("boom")
 
-    task = asyncio.create_task(fails())
-    await asyncio.sleep(0)
-    await cancel_and_wait(task)
-    await cancel_and_wait(None)
+    async def fails() -> None:
+        raise boom
+
+    async def succeeds() -> int:
+        return 7
+
+    failed = asyncio.create_task(fails(), name="fails")
+    finished = asyncio.create_task(succeeds(), name="succeeds")
+    await asyncio.wait([failed, finished])
+    with caplog.at_level(logging.WARNING, logger="agentix.aio"):
+        await cancel_and_wait(failed)
+        await cancel_and_wait(finished)
+        await cancel_and_wait(None)
+    assert not failed.cancelled() and failed.exception() is boom
+    assert not finished.cancelled() and finished.result() == 7
+    assert [(r.levelno, r.getMessage(), r.exc_info[1] if r.exc_info else None) for r in caplog.records] == [
+        (logging.WARNING, "fails ended with an error while stopping", boom)
+    ]

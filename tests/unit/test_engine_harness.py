@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 from services.dispatcher.engine.checkpoint import Checkpoint
-from services.dispatcher.engine.context import CURRENT_NODE, TaskSpec
+from services.dispatcher.engine.context import TaskSpec
 from services.dispatcher.engine.memory import EventLog, MemoryCheckpointStore
 from services.dispatcher.engine.ports import Decision
 from services.dispatcher.engine.runner import RunOutcome
-from services.dispatcher.llm.api import LLMRequest, TokenBudget
+from services.dispatcher.llm.api import LLMRequest, LLMResult, ModelNotice, TokenBudget
 from shared.contract.events import EventBase, GuardrailEvent
 from shared.contract.models import Usage
 from shared.contract.tools import ToolMeta
@@ -156,18 +156,20 @@ async def test_evaluate_off_sends_no_judge_request() -> None:
     assert judged == [] and h.of("eval") == [] and h.of("node.end", "ans")[0].score is None
 
 
-async def test_code_below_the_engine_sees_which_node_it_works_for() -> None:
-    seen: list[str | None] = []
-
-    def script(request: LLMRequest) -> str:
-        seen.append(CURRENT_NODE.get())
-        return "ok"
+async def test_breaker_notices_returned_by_a_call_become_that_nodes_error_events() -> None:
+    # Breaker news comes back with the call (not through ambient state): each node reports its own.
+    def script(request: LLMRequest) -> LLMResult:
+        prompt = request.messages[-1]["content"]
+        result = LLMResult(text="ok", model="fallback")
+        result.notices = [ModelNotice("model_skipped", "primary", f"skipped primary for {prompt}")]
+        return result
 
     doc = graph([node("in", "input"), node("a", "agent", prompt="x"), node("b", "agent", prompt="y")],
                 [("in", "a"), ("in", "b")])
     h = Harness(doc, llm=FakeLLM(script=script))
     await h.run()
-    assert sorted(seen) == ["a", "b"] and CURRENT_NODE.get() is None
+    notices = {(e.node_id, e.code, e.message) for e in h.of("error")}
+    assert notices == {("a", "model_skipped", "skipped primary for x"), ("b", "model_skipped", "skipped primary for y")}
 
 
 class _Watching(EventLog):

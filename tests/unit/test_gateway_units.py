@@ -10,16 +10,19 @@ from pathlib import Path
 import jwt
 import pytest
 
+from services.gateway import auth
 from services.gateway.admin.status import breakers
 from services.gateway.audit import outcome_of
+from services.gateway.auth import AuthError, VerifiedTokens, principal_from_header
 from services.gateway.guardrail import Guardrail, strings_in
 from services.gateway.instances import InstanceRegistry
 from services.gateway.pagination import decode_cursor, encode_cursor
 from services.gateway.passwords import hash_password, verify_password
+from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.ratelimit import LocalWindow
 from services.gateway.sse import resume_point
-from shared.auth_tokens import InvalidToken, mint_token, verify_token
+from shared.auth_tokens import InvalidToken, TokenClaims, mint_token, verify_token
 from shared.contract.heartbeat import Heartbeat
 from shared.settings import Settings
 
@@ -86,6 +89,38 @@ def test_tokens_roundtrip_and_negatives(settings: Settings) -> None:
             pytest.fail(name)
     with pytest.raises(ValueError):
         mint_token(settings, "")
+
+
+def test_a_verified_token_is_not_verified_again(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    verifications: list[str] = []
+
+    def counting(settings: Settings, token: str) -> TokenClaims:
+        verifications.append(token)
+        return verify_token(settings, token)
+
+    monkeypatch.setattr(auth, "verify_token", counting)
+    verified = VerifiedTokens()
+    header = f"Bearer {mint_token(settings, 'alice')}"
+    first = principal_from_header(settings, header, verified)
+    assert principal_from_header(settings, header, verified) == first == Principal("alice", is_admin=False)
+    assert len(verifications) == 1
+    admin = f"Bearer {mint_token(settings, 'root', admin=True)}"
+    assert principal_from_header(settings, admin, verified).is_admin
+    assert len(verifications) == 2, "another token is verified on its own"
+    for _ in range(2):  # a bad token is refused each time, never remembered
+        with pytest.raises(AuthError):
+            principal_from_header(settings, "Bearer a.b.c", verified)
+    assert verifications[2:] == ["a.b.c", "a.b.c"]
+
+
+def test_verified_tokens_never_outlive_the_token_and_stay_bounded() -> None:
+    verified = VerifiedTokens(ttl_s=60, max_entries=2)
+    alice = Principal("alice")
+    verified.put("expired", alice, expires_at=time.time() - 1)
+    assert verified.get("expired") is None
+    for token in ("a", "b", "c"):
+        verified.put(token, alice, expires_at=time.time() + 3600)
+    assert [verified.get(t) for t in ("a", "b", "c")] == [None, alice, alice]
 
 
 def test_persistent_secret_is_generated_once(tmp_path: Path) -> None:
@@ -168,3 +203,11 @@ def test_guardrail_blocklist_comes_from_settings(monkeypatch: pytest.MonkeyPatch
         Guardrail.from_settings(Settings(data_dir=tmp_path, guardrail_blocklist=[])).check(["project-x"]).action
         == "allow"
     )
+
+
+def test_ids_made_in_one_millisecond_still_sort_in_creation_order() -> None:
+    from services.gateway.ids import new_id
+
+    made = [new_id("m") for _ in range(5000)]  # thousands per millisecond
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert all(len(i) == len(made[0]) for i in made)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.dispatcher.harness.redact import Redactor, SecretPattern
+from services.dispatcher.redact import Redactor, SecretPattern
 
 SECRETS = {
     "api_key": "sk-proj-Zx81Qw72Lm90Pp34Ab56",

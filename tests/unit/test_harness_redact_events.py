@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from services.dispatcher.engine.context import preview
-from services.dispatcher.harness.redact import Redactor
+from services.dispatcher.engine.preview import preview
 from services.dispatcher.harness.redact_events import RedactingEvents, redact_event
 from services.dispatcher.llm.pool import ModelPool
+from services.dispatcher.redact import Redactor
 from shared.contract.events import (
     DoneEvent,
     NodeEndEvent,

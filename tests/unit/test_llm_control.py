@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.dispatcher.llm.control import ModelControl
+from services.dispatcher.llm.chain_config import ModelControl
 from shared.contract.models import ModelChain, ModelConfig, PriceEntry, Pricing, PromptVersion
 from shared.secrets import decrypt_secret
 from shared.settings import Settings
@@ -84,3 +84,27 @@ def test_a_resumed_task_gets_its_original_chain_revision(tmp_path: Path) -> None
     assert control.snapshot(1).chain.active == "a" and control.snapshot(1).chain_revision == 1
     assert control.snapshot().chain_revision == 2
     assert control.snapshot(99).chain_revision == 2  # forgotten or unknown: the current one
+
+
+def test_a_cleared_chain_goes_back_to_the_built_in_model(tmp_path: Path) -> None:
+    """The admin sends `{"active": null}`: the gateway publishes an empty `active`, and every
+    dispatcher answers with its built-in model again (offline here, the endpoint when set)."""
+    control = ModelControl(Settings(data_dir=tmp_path, llm_base_url=None))
+    assert control.apply("models.chain", chain(4, active="a"), 4)
+    cleared = ModelChain(revision=5, active="", fallbacks=[], models=chain(4)["models"]).model_dump()
+    assert control.apply("models.chain", cleared, 5)
+    assert control.chain.revision == 5 and not control.seeded
+    assert [m.name for m in control.chain.ordered()] == ["offline"]
+    assert control.snapshot().chain.models["a"].name == "a"  # a DSL `model: a` still finds it
+
+    endpoint = Settings(data_dir=tmp_path, llm_base_url="http://llm:8000/v1", llm_model="qwen")
+    control = ModelControl(endpoint)
+    assert control.apply("models.chain", cleared, 5)
+    assert [m.name for m in control.chain.ordered()] == ["qwen"]
+
+
+def test_the_offline_model_can_be_chained_without_a_model_row(tmp_path: Path) -> None:
+    control = ModelControl(Settings(data_dir=tmp_path, llm_base_url="http://llm:8000/v1"))
+    models = chain(0)["models"]
+    assert control.apply("models.chain", {"revision": 3, "active": "a", "fallbacks": ["offline"], "models": models}, 3)
+    assert [m.provider for m in control.chain.ordered()] == ["openai", "offline"]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from services.dispatcher.llm.react import function_spec
-from shared.contract.tools import ToolDescriptor
+from typing import Any
+
+from services.dispatcher.engine.react import ReactAgent, function_names, function_spec
+from services.dispatcher.llm.api import AgentTurn, LLMRequest, LLMResult
+from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
+from tests.unit.engine_fakes import FakeLLM, tool_call
 
 
 def test_injected_parameters_are_removed_from_schema_and_required() -> None:
@@ -48,3 +52,39 @@ def test_empty_schema_and_all_injected() -> None:
         )
     )
     assert only["function"]["parameters"] == {"type": "object", "properties": {}}
+
+
+def test_tools_go_by_function_names_the_openai_protocol_accepts() -> None:
+    # MCP tools are named <server>.<tool>; OpenAI function names allow only [A-Za-z0-9_-].
+    tools = [ToolDescriptor(name=n, title=n, description="", service="mcp") for n in
+             ("calc.shout", "calc_shout", "calc shout", "kb_search")]
+    named = function_names(tools)
+    assert list(named) == ["calc_shout", "calc_shout_2", "calc_shout_3", "kb_search"]
+    assert [t.name for t in named.values()] == ["calc.shout", "calc_shout", "calc shout", "kb_search"]
+    assert function_spec(tools[0], "calc_shout")["function"]["name"] == "calc_shout"
+
+
+async def test_a_call_by_function_name_reaches_the_tool_by_its_own_name() -> None:
+    calls: list[str] = []
+
+    class Caller:
+        async def call(self, tool: str, args: dict[str, Any], meta: ToolMeta | None, *,
+                       timeout_s: float | None = None) -> ToolReply:
+            calls.append(tool)
+            return ToolReply.success({"text": args["text"].upper()})
+
+    answers = iter([tool_call("calc_shout", text="hi"), LLMResult(text="HI it is", model="fake")])
+    llm = FakeLLM(script=lambda request: next(answers))
+    tool = ToolDescriptor(name="calc.shout", title="Shout", description="", service="mcp",
+                          input_schema={"type": "object", "properties": {"text": {"type": "string"}}})
+    events: list[Any] = []
+
+    async def emit(event: Any) -> None:
+        events.append(event)
+
+    turn = AgentTurn(node_id="a", request=LLMRequest(messages=[{"role": "user", "content": "shout hi"}]),
+                     tools=[tool], meta=ToolMeta(task_id="t"), inject={})
+    result = await ReactAgent()(llm, turn, caller=Caller(), emit=emit, budget=None)
+    assert calls == ["calc.shout"] and result.text == "HI it is"
+    assert [e.tool for e in events if e.type == "tool.call"] == ["calc.shout"]
+    assert llm.requests[0].tools is not None and llm.requests[0].tools[0]["function"]["name"] == "calc_shout"

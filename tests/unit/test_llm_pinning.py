@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.dispatcher.llm.control import ModelControl
+from services.dispatcher.llm.chain_config import ModelControl
 from services.dispatcher.llm.pool import ModelPool
 from shared.contract.models import ModelChain, ModelConfig
 from shared.settings import Settings

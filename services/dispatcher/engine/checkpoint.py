@@ -11,8 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from services.dispatcher.engine.agent_loop import AgentLoop
 from shared.contract.base import utcnow
 from shared.contract.models import Usage
+from shared.errors import AgentixError
 
 NodeStatus = Literal["done", "failed", "skipped", "waiting"]
 
@@ -39,10 +41,16 @@ class WaitingApproval(BaseModel):
     message: str
     requested_at: datetime = Field(default_factory=utcnow)
     deadline: datetime | None = None
+    # A high-risk tool call inside an agent's loop (not an `approval` node): which call, as shown.
+    call_id: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] | None = None
 
 
-class CheckpointTooLarge(Exception):
+class CheckpointTooLarge(AgentixError):
     """The serialized checkpoint would not fit in one message (NATS max_payload)."""
+
+    code = "checkpoint_too_large"
 
     def __init__(self, task_id: str, size: int, limit: int) -> None:
         super().__init__(f"the checkpoint of task {task_id} would be {size} bytes, over the limit of {limit} "
@@ -61,6 +69,9 @@ class Checkpoint(BaseModel):
     retry: int = 0
     nodes: dict[str, NodeState] = Field(default_factory=dict)
     waiting: dict[str, WaitingApproval] = Field(default_factory=dict)
+    # Agent nodes part-way through their tool loop (parked for a tool approval, or running when
+    # the dispatcher died): their loop state, so they continue rather than start again.
+    agents: dict[str, AgentLoop] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     budget_used: int = 0
     event_n: int = 0

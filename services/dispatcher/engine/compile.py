@@ -33,16 +33,21 @@ from shared.contract.dsl import (
 from shared.contract.templates import ITEM_NAMES, SCOPE_NAMES, Compiled, TemplateProblem, compile_field
 from shared.contract.tools import ToolDescriptor
 from shared.contract.validate import Problem, validate_dsl
+from shared.errors import AgentixError
 
 KB_SEARCH = "kb_search"
 
 
-class CompileError(Exception):
+class CompileError(AgentixError):
+    """The workflow cannot run: every problem the failing pass found; `code` is the first one's."""
+
+    http_status = 422
+
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
         first = problems[0] if problems else None
-        super().__init__("; ".join(p.message for p in problems[:5]) or "invalid workflow")
-        self.code = first.code if first else "bad_dsl"
+        super().__init__("; ".join(p.message for p in problems[:5]) or "invalid workflow",
+                         code=first.code if first else "bad_dsl")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +196,7 @@ def _topology(workflow: Workflow, templates: Mapping[str, tuple[dict[str, Compil
         compiled, refs = templates[node.id]
         nodes[node.id] = PlanNode(
             id=node.id,
-            kind=node.kind,  # type: ignore[attr-defined]
+            kind=node.kind,
             node=node,
             templates=MappingProxyType(compiled),
             refs=refs,

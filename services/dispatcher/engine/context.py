@@ -1,67 +1,46 @@
-"""What a node handler sees: its plan node, the template scope, and the task's ports
-(LLM, tools, agent runner, budget, events). Handlers return the node's output or raise NodeError."""
+"""What a node handler sees: its plan node, the template scope, and the task's ports — the model
+(`complete`, `run_agent`), the tool registry, the budget and the event sink. Handlers return the
+node's output or raise NodeError. Node bodies live in `nodes/`; the tool executor in `tool_calls`."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import json
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.dispatcher.engine.agent_loop import AgentLoop, CheckpointKeeper
 from services.dispatcher.engine.compile import Plan, PlanNode
 from services.dispatcher.engine.ports import Decision, EventSink
 from services.dispatcher.engine.spans import llm_span, record_result, traced
+from services.dispatcher.engine.stream_events import StreamEvents
+from services.dispatcher.engine.streamed import complete_after_prefix
 from services.dispatcher.harness.evaluate import EvalOutcome, Evaluator
 from services.dispatcher.llm.api import (
     LLM,
     AgentRunner,
     AgentTurn,
-    Delta,
+    BudgetExceeded,
     DeltaSink,
+    LLMError,
     LLMRequest,
     LLMResult,
+    ModelNotice,
     TokenBudget,
+    ToolApprovalNeeded,
     ToolCaller,
 )
-from shared.contract.dsl import AgentConfig, ToolConfig
-from shared.contract.events import (
-    EventBase,
-    GuardrailEvent,
-    ThinkingEvent,
-    TokenEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-)
+from shared.contract.events import ErrorEvent, EventBase, GuardrailEvent
 from shared.contract.models import Usage
 from shared.contract.templates import RetrieverOutput, TemplateProblem
 from shared.contract.tools import ToolDescriptor, ToolMeta
-
-PREVIEW_CHARS = 300
-_CALL_IDS = itertools.count(1)  # call ids need only be unique within a task's trace
-# The node whose work the current asyncio task does (set by the runner in each node's task), so
-# code below the engine — e.g. breaker notices of the model layer — can name the node.
-CURRENT_NODE: ContextVar[str | None] = ContextVar("agentix_current_node", default=None)
-DEFAULT_EVALUATOR = Evaluator()
+from shared.errors import AgentixError
 
 
-class NodeError(Exception):
+class NodeError(AgentixError):
     """A node failed cleanly; `code` is stable (e.g. `tool_error`, `bad_output`, `timeout`)."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
-    if value is None:
-        return "null"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        super().__init__(message, code=code)
 
 
 @dataclass
@@ -101,6 +80,9 @@ class Deps:
     checkpoint_limit: int | None = None
     guardrail: Guard | None = None
     evaluator: Evaluator | None = None  # agent nodes with `evaluate` (default: Evaluator())
+    # A takeover: per node that was running when its dispatcher died, the tokens clients have
+    # already seen (`streamed.already_streamed`); its first streamed call does not repeat them.
+    streamed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -115,6 +97,10 @@ class RunShared:
     prompts: dict[str, str]
     decisions: Mapping[str, Decision]
     registry: dict[str, ToolDescriptor] | None = None
+    # The checkpoint's agent loops (`Checkpoint.agents`) and the write of the whole checkpoint:
+    # an agent node's tool loop keeps its progress there. None outside a run (no checkpoint).
+    agents: dict[str, AgentLoop] = field(default_factory=dict)
+    checkpoint: Callable[[], Awaitable[None]] | None = None
 
     async def tool_registry(self) -> dict[str, ToolDescriptor]:
         if self.registry is None:
@@ -201,15 +187,9 @@ class NodeContext:
             event.node_id = self.node.id
         await self.shared.deps.events.emit(event)
 
-    def delta_sink(self, model: str | None = None) -> DeltaSink:
-        async def sink(delta: Delta) -> None:
-            if delta.kind == "thinking":
-                await self.emit(ThinkingEvent(task_id=self.task.task_id, node_id=self.node.id, text=delta.text))
-            else:
-                await self.emit(TokenEvent(task_id=self.task.task_id, node_id=self.node.id, text=delta.text,
-                                           model=delta.model or model))
-
-        return sink
+    def stream_events(self, model: str | None = None) -> StreamEvents:
+        """This node's events of one model call's stream (its `delta` is the call's sink)."""
+        return StreamEvents(self.emit, self.task.task_id, self.node.id, model)
 
     # -- model ----------------------------------------------------------------------------------
     @property
@@ -224,61 +204,63 @@ class NodeContext:
         if request.model is None:
             request.model = self.task.model
         with llm_span("llm.complete", self.task.task_id, self.node.id, request.model) as current:
-            result = await self.shared.deps.llm.complete(
-                request, budget=self.shared.budget, on_delta=self.delta_sink(request.model) if stream else None
-            )
+            llm = NodeLLM(self.shared.deps.llm, self, count=False)
+            events = self.stream_events(request.model) if stream else None
+            prefix = self.shared.deps.streamed.pop(self.node.id, "") if events is not None else ""
+            try:
+                if prefix and events is not None:
+                    async def call(req: LLMRequest, on_delta: DeltaSink) -> LLMResult:
+                        return await llm.complete(req, budget=self.shared.budget, on_delta=on_delta)
+
+                    result = await complete_after_prefix(call, request, prefix, events.delta)
+                else:
+                    result = await llm.complete(request, budget=self.shared.budget,
+                                                on_delta=events.delta if events is not None else None)
+            finally:
+                if events is not None:
+                    await events.end()
             record_result(current, result)
         self.count(result.usage)
         return result
 
-    async def run_agent(self, request: LLMRequest, tools: list[ToolDescriptor], max_steps: int) -> LLMResult:
+    async def tell(self, notices: list[ModelNotice]) -> None:
+        """What the breakers did during this node's model calls, as the node's `error` events
+        (`breaker_open`, `model_skipped`); the node itself goes on (failover)."""
+        for notice in notices:
+            await self.emit(ErrorEvent(task_id=self.task.task_id, node_id=self.node.id, code=notice.code,
+                                       message=notice.message))
+
+    async def run_agent(self, request: LLMRequest, tools: list[ToolDescriptor], max_steps: int, *,
+                        resumable: bool = False, defaults: dict[str, dict[str, Any]] | None = None) -> LLMResult:
+        """The ReAct loop. `resumable` (an agent node's own loop): its progress is checkpointed and a
+        high-risk tool call parks the node for an approval (`ToolApprovalNeeded` propagates, its
+        usage counted for the node)."""
         runner = self.shared.deps.agent
         if runner is None:
             raise NodeError("no_agent_runner", f"node {self.node.id!r} uses tools but no agent runner is set")
         if request.model is None:
             request.model = self.task.model
+        shared = self.shared
+        keeper = (CheckpointKeeper(shared.agents, self.node.id, shared.checkpoint)
+                  if resumable and shared.checkpoint is not None else None)
         turn = AgentTurn(node_id=self.node.id, request=request, tools=tools, meta=self.meta,
-                         inject=self.inject_values(), max_steps=max_steps)
+                         inject=self.inject_values(), defaults=defaults or {}, max_steps=max_steps, keeper=keeper,
+                         streamed=self.shared.deps.streamed.pop(self.node.id, ""))
 
         async def emit(event: EventBase) -> None:
             await self.emit(event)
 
         # One span for the whole ReAct loop; each model call and tool call inside is a child.
         with llm_span("llm.agent", self.task.task_id, self.node.id, request.model) as current:
-            llm = traced(self.shared.deps.llm, self.task.task_id, self.node.id)
-            result = await runner(llm, turn, caller=self.shared.deps.tools, emit=emit, budget=self.shared.budget)
+            llm = NodeLLM(traced(self.shared.deps.llm, self.task.task_id, self.node.id), self, count=False)
+            try:
+                result = await runner(llm, turn, caller=self.shared.deps.tools, emit=emit, budget=self.shared.budget)
+            except ToolApprovalNeeded as parked:
+                self.count(parked.usage)
+                raise
             record_result(current, result)
         self.count(result.usage)
         return result
-
-    def retrieved_chunks(self) -> list[str]:
-        """The chunk texts of the retrievers this node's templates read (its RAG context)."""
-        texts: list[str] = []
-        for ref in sorted(self.node.refs & self.shared.plan.retriever_ids):
-            value = self.shared.outputs.get(ref)
-            chunks = value.get("chunks") if isinstance(value, dict) else None
-            for chunk in chunks if isinstance(chunks, list) else []:
-                text = chunk.get("text") if isinstance(chunk, dict) else None
-                if isinstance(text, str) and text.strip():
-                    texts.append(text)
-        return texts
-
-    async def evaluate_answer(self, request: LLMRequest, result: LLMResult, *, stream: bool) -> LLMResult:
-        """`evaluate`: rules + judge + faithfulness to the retrieved chunks → `eval` event; a poor
-        answer is regenerated once with the critique (an `eval` event with grade poor comes
-        first, then the new answer's tokens, then the final `eval` with `regenerated`)."""
-        evaluator = self.shared.deps.evaluator or DEFAULT_EVALUATOR
-        llm = _Counted(traced(self.shared.deps.llm, self.task.task_id, self.node.id), self)
-
-        async def on_poor(first: EvalOutcome) -> None:
-            await self.emit(first.event(self.task.task_id, self.node.id))
-
-        final, outcome = await evaluator.run(
-            llm, request, result, chunks=self.retrieved_chunks(), budget=self.shared.budget,
-            on_delta=self.delta_sink(request.model) if stream else None, on_poor=on_poor)
-        self.evaluation = outcome
-        await self.emit(outcome.event(self.task.task_id, self.node.id))
-        return final
 
     async def tools_for(self, names: list[str] | str | None) -> list[ToolDescriptor]:
         if not names:
@@ -291,53 +273,16 @@ class NodeContext:
             raise NodeError("unknown_tool", f"node {self.node.id!r}: unknown tool(s) {', '.join(missing)}")
         return [registry[n] for n in names]
 
-    # -- tools ----------------------------------------------------------------------------------
-    async def call_tool(self, tool: str, args: dict[str, Any], timeout_s: float | None = None) -> Any:
-        """A direct tool call with tool.call/tool.result events; runtime values are injected."""
-        registry = await self.shared.tool_registry()
-        descriptor = registry.get(tool)
-        if descriptor is not None:
-            values = self.inject_values()
-            for name in descriptor.inject:
-                if values.get(name) is not None:
-                    args[name] = values[name]
-        call_id = f"{self.node.id}.{next(_CALL_IDS)}"
-        await self.emit(ToolCallEvent(task_id=self.task.task_id, node_id=self.node.id, call_id=call_id, tool=tool,
-                                      args=args))
-        started = time.perf_counter()
-        reply = await self.shared.deps.tools.call(tool, args, self.meta, timeout_s=timeout_s)
-        duration = (time.perf_counter() - started) * 1000
-        if reply.ok:
-            await self.emit(ToolResultEvent(task_id=self.task.task_id, node_id=self.node.id, call_id=call_id, ok=True,
-                                                            duration_ms=duration,
-                                                            result_preview=preview(reply.result)))
-            return reply.result
-        error = reply.error
-        message = f"{error.code}: {error.message}" if error else "unknown tool error"
-        await self.emit(ToolResultEvent(task_id=self.task.task_id, node_id=self.node.id, call_id=call_id, ok=False,
-                                        duration_ms=duration,
-                                        error=message))
-        raise NodeError("tool_error", f"node {self.node.id!r}: tool {tool!r} failed: {message}")
 
+class NodeLLM:
+    """The LLM as a node's code uses it: the breaker notices every call returns (on its result
+    or its error) become the node's events; with `count`, every call's usage counts for the node
+    (the evaluator's calls; the agent runner and `complete` report their usage themselves)."""
 
-def parse_json_output(node_id: str, text: str) -> Any:
-    """An agent's `output: json`: the text (code fences allowed) must parse as JSON."""
-    body = text.strip()
-    if body.startswith("```"):
-        body = body.split("\n", 1)[1] if "\n" in body else ""
-        body = body.rsplit("```", 1)[0]
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise NodeError("bad_output", f"node {node_id!r}: the model's answer is not valid JSON ({exc})") from exc
-
-
-class _Counted:
-    """The LLM as the evaluator uses it: every call's usage counts for the node."""
-
-    def __init__(self, llm: LLM, ctx: NodeContext) -> None:
+    def __init__(self, llm: LLM, ctx: NodeContext, *, count: bool) -> None:
         self._llm = llm
         self._ctx = ctx
+        self._count = count
 
     @property
     def chain_revision(self) -> int:
@@ -345,48 +290,15 @@ class _Counted:
 
     async def complete(self, request: LLMRequest, *, budget: TokenBudget | None = None,
                        on_delta: DeltaSink | None = None) -> LLMResult:
-        result = await self._llm.complete(request, budget=budget, on_delta=on_delta)
-        self._ctx.count(result.usage)
+        try:
+            result = await self._llm.complete(request, budget=budget, on_delta=on_delta)
+        except (LLMError, BudgetExceeded) as exc:
+            await self._ctx.tell(exc.notices)
+            raise
+        await self._ctx.tell(result.notices)
+        if self._count:
+            self._ctx.count(result.usage)
         return result
 
-
-async def run_agent_body(ctx: NodeContext, config: AgentConfig, prefix: str,
-                         extra: Mapping[str, Any] | None = None, *, stream: bool = True,
-                         evaluate: bool = False) -> Any:
-    """An agent node (or a map body): system + prompt, then the model or the ReAct runner;
-    with `evaluate`, the answer is evaluated (and regenerated once if poor)."""
-    messages: list[dict[str, Any]] = []
-    if config.system is not None:
-        messages.append({"role": "system", "content": ctx.render(f"{prefix}.system", extra)})
-    messages.append({"role": "user", "content": ctx.render(f"{prefix}.prompt", extra)})
-    request = LLMRequest(messages=messages, model=config.model or None, temperature=config.temperature,
-                         max_tokens=config.max_tokens, json_output=config.output == "json", stream=stream)
-    tools = await ctx.tools_for(config.tools)
-    if tools:
-        result = await ctx.run_agent(request, tools, config.max_steps)
-    else:
-        result = await ctx.complete(request, stream=stream)
-    if evaluate:
-        result = await ctx.evaluate_answer(request, result, stream=stream)
-    if config.output == "json":
-        return parse_json_output(ctx.node.id, result.text)
-    return result.text
-
-
-async def run_tool_body(ctx: NodeContext, config: ToolConfig, prefix: str,
-                        extra: Mapping[str, Any] | None = None) -> Any:
-    args = ctx.render_tree(config.args, f"{prefix}.args", extra)
-    return await ctx.call_tool(config.tool, args, timeout_s=config.timeout_s)
-
-
-async def gather_all(coros: list[Any]) -> list[Any]:
-    """Run coroutines concurrently; the first exception cancels the others and is re-raised as
-    itself (not wrapped in an ExceptionGroup), so BudgetExceeded/cancellation propagate plainly."""
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
+    def __getattr__(self, name: str) -> Any:  # anything else the runner may use (e.g. `config`)
+        return getattr(self._llm, name)

@@ -46,7 +46,8 @@ class CheckpointStore(Protocol):
 class EventSink(Protocol):
     """Publishes one task's events; assigns `n` (the last assigned is `n`) and `ts`."""
 
-    n: int
+    @property
+    def n(self) -> int: ...
 
     async def emit(self, event: EventBase) -> Any: ...
 

@@ -1,1 +1,2 @@
-"""The harness around model calls: streaming redaction, tier-2 input guardrail, evaluation."""
+"""The harness around model calls: tier-2 input guardrail, evaluation, event redaction.
+(The streaming redactor itself is `services.dispatcher.redact`, below both `llm` and `harness`.)"""

@@ -2,7 +2,9 @@
 
 Token and thinking text is redacted while it streams (`failover.py`); this covers what reaches
 events by other roads: tool arguments and results, node output previews, errors, approval
-messages, expert briefs, and the task's final output. A preview cut at its length limit may end
+messages, expert briefs, and the task's final output. It is the one place those fields are
+redacted: the code that makes events (the tool executor, ReAct, the runner) never redacts them
+itself, since every event of a task leaves through `RedactingEvents`. A preview cut at its length limit may end
 in the first characters of a secret, too short to match yet: whatever could still be the start
 of a secret is dropped from the end of a cut preview.
 """
@@ -11,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.dispatcher.harness.redact import Redactor
+from services.dispatcher.redact import Redactor
 from shared.contract.events import EventBase
 
-STREAMED = frozenset({"token", "thinking"})  # redacted on the token path already
+# Redacted on the token path already (`llm/model.py`, a streaming redactor per stream).
+STREAMED = frozenset({"token", "thinking.delta", "tool.input"})
 PREVIEWS = frozenset({"output_preview", "result_preview"})
 ELLIPSIS = "…"
 # Identifiers and enums, never free text: left alone.

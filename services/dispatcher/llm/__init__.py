@@ -1,2 +1,3 @@
-"""The model layer: pool, failover chain, breakers, cache, budgets, offline model, ReAct.
-The engine depends only on `api.py`; `pool.ModelPool` and `react.ReactAgent` implement it."""
+"""The model layer: one model, the failover chain over several, breakers, cache, budgets, the
+offline model. The engine depends only on `api.py`; `pool.ModelPool` builds what implements it
+(the ReAct loop, which also calls tools, is the engine's: `engine/react.py`)."""

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
+from shared.bus.kv import kv_create, kv_get, kv_update
+from shared.contract.control_keys import BREAKER_PREFIX
 from shared.contract.models import BreakerState
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ class MemoryBreakerStore:
 
 def breaker_key(model: str) -> str:
     # KV keys allow [-/_=.a-zA-Z0-9]; model aliases are free text.
-    return "breakers." + re.sub(r"[^-/_=a-zA-Z0-9]", "_", model)
+    return BREAKER_PREFIX + re.sub(r"[^-/_=a-zA-Z0-9]", "_", model)
 
 
 class KVBreakerStore:
@@ -81,7 +83,7 @@ class KVBreakerStore:
     async def _get(self, model: str) -> tuple[BreakerState, int | None]:
         kv = await self._bucket()
         try:
-            entry = await kv.get(breaker_key(model))
+            entry = await kv_get(kv, breaker_key(model))  # through a leader election
         except KeyNotFoundError:  # includes a deleted key
             return BreakerState(model=model), None
         if not entry.value:
@@ -105,10 +107,12 @@ class KVBreakerStore:
                 return current, False
             data = new.model_dump_json(exclude_none=True).encode()
             try:
+                # Retried through a leader election; a retry that finds its own write stored
+                # counts as written (shared.bus.kv).
                 if revision is None:
-                    await kv.create(key, data)
+                    await kv_create(kv, key, data)
                 else:
-                    await kv.update(key, data, last=revision)
+                    await kv_update(kv, key, data, last=revision)
             except KeyWrongLastSequenceError:
                 await asyncio.sleep(0)  # another replica wrote first: re-read and re-decide
                 continue

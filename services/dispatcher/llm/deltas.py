@@ -28,8 +28,8 @@ class DeltaStream:
             return
         self._raise_failure()
         last = self._pending[-1] if self._pending else None
-        if last is not None and last.kind == delta.kind and last.model == delta.model:
-            self._pending[-1] = Delta(last.kind, last.text + delta.text, last.model)
+        if last is not None and (last.kind, last.model, last.call_id) == (delta.kind, delta.model, delta.call_id):
+            self._pending[-1] = Delta(last.kind, last.text + delta.text, last.model, last.call_id, last.tool)
         else:
             self._pending.append(delta)
         if self._task is None or self._task.done():

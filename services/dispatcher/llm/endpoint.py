@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -15,9 +14,18 @@ import openai
 from services.dispatcher.llm.api import LLMRequest, ToolCallRequest
 from services.dispatcher.llm.errors import MODEL_EXCEPTIONS, AttemptError, classify
 from services.dispatcher.llm.offline import offline_answer, stream_pieces
+from services.dispatcher.llm.offline_tools import tool_call as offline_tool_call
 from shared.contract.models import ModelConfig
 
-RawSink = Callable[[Literal["token", "thinking"], str], Awaitable[None]]
+
+class RawSink(Protocol):
+    """Where an attempt streams what the model writes: answer tokens, reasoning, and the arguments
+    of a tool call as they come (`tool_input`, with `call` = (call id, function name))."""
+
+    async def __call__(self, kind: Literal["token", "thinking", "tool_input"], text: str,
+                       call: tuple[str, str] | None, /) -> None: ...
+
+
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
@@ -161,11 +169,11 @@ class OpenAIEndpoint:
                 if reasoning:
                     thinking.append(reasoning)
                     if sink:
-                        await sink("thinking", reasoning)
+                        await sink("thinking", reasoning, None)
                 if delta.content:
                     text.append(delta.content)
                     if sink:
-                        await sink("token", delta.content)
+                        await sink("token", delta.content, None)
                 for tc in delta.tool_calls or []:
                     slot = calls.setdefault(tc.index, {"id": None, "name": "", "args": []})
                     if tc.id:
@@ -175,6 +183,9 @@ class OpenAIEndpoint:
                             slot["name"] = tc.function.name
                         if tc.function.arguments:
                             slot["args"].append(tc.function.arguments)
+                            if sink:
+                                call = (slot["id"] or f"call_{tc.index}", slot["name"])
+                                await sink("tool_input", tc.function.arguments, call)
         tool_calls = [_tool_call(i, s["id"], s["name"], "".join(s["args"])) for i, s in sorted(calls.items())]
         return Generation("".join(text), "".join(thinking), tool_calls, usage, finish)
 
@@ -192,9 +203,16 @@ class OfflineEndpoint:
         return None
 
     async def generate(self, request: LLMRequest, sink: RawSink | None) -> Generation:
+        call = offline_tool_call(request.messages, request.tools)
+        if call is not None:
+            call_id, name, args = call
+            if request.stream and sink is not None:
+                for piece in stream_pieces(json.dumps(args, ensure_ascii=False)):
+                    await sink("tool_input", piece, (call_id, name))
+            return Generation(text="", tool_calls=[ToolCallRequest(call_id, name, args)], finish_reason="tool_calls")
         text = offline_answer(request.messages, request.json_output)
         if request.stream and sink is not None:
             for piece in stream_pieces(text):
-                await sink("token", piece)
+                await sink("token", piece, None)
                 await asyncio.sleep(0)  # a stream, not a burst: let other nodes run
         return Generation(text=text, finish_reason="stop")

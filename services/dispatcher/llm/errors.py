@@ -6,11 +6,12 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from dataclasses import dataclass
 
 import httpx2
 import openai
 import pydantic
+
+from shared.errors import AgentixError
 
 # Failures that say the model/endpoint is unhealthy (they count against its circuit breaker).
 # bad_request / context_too_long are about one request, not about the model.
@@ -26,17 +27,17 @@ CONTEXT_PHRASES = (
 )
 
 
-@dataclass
-class AttemptError(Exception):
-    """One failed attempt at one model."""
+class AttemptError(AgentixError):
+    """One failed attempt at one model: `code` is an LLMError code, `retry_after` the wait the
+    server asked for (seconds), `retryable` whether another attempt at this model may help."""
 
-    code: str
-    message: str
-    retry_after: float | None = None
-    retryable: bool = False
+    def __init__(self, code: str, message: str, retry_after: float | None = None, retryable: bool = False) -> None:
+        super().__init__(message, code=code)
+        self.retry_after = retry_after
+        self.retryable = retryable
 
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
+    def __repr__(self) -> str:
+        return f"AttemptError({self.code!r}, {self.message!r}, retry_after={self.retry_after!r})"
 
     @property
     def counts_for_breaker(self) -> bool:
@@ -92,10 +93,13 @@ def classify(exc: BaseException, model: str, timeout_s: float) -> AttemptError:
         if status == 429:
             if code == "insufficient_quota":
                 return AttemptError("rate_limited", f"{who}: quota exhausted (HTTP 429): {detail}")
+            wait = _retry_after(exc.response.headers)
+            # The wait goes into the message too: it is what a person is told (retry after N s).
+            said = f"; retry after {wait:g} s" if wait is not None else ""
             return AttemptError(
                 "rate_limited",
-                f"{who} is rate limited (HTTP 429): {detail}",
-                retry_after=_retry_after(exc.response.headers),
+                f"{who} is rate limited (HTTP 429): {detail}{said}",
+                retry_after=wait,
                 retryable=True,
             )
         if status in (401, 403):

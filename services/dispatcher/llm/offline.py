@@ -3,8 +3,11 @@
 It never pretends to be a language model — it is named `offline` in events and usage — but
 its answers are deterministic and useful, built from the prompt:
 - plain text: the context sentences most relevant to the question (extractive answer);
-- JSON for the evaluation judge, the tier-2 guardrail and the coordinator (a list of briefs,
-  one per expert named in the prompt), and a structured echo for any other JSON request.
+- JSON for the evaluation judge, the tier-2 guardrail, the coordinator (a list of briefs,
+  one per expert named in the prompt), a plan (`{"steps": [...]}`), and a structured echo for
+  any other JSON request;
+- tool calls when tools are offered and the request asks for one, then an answer from the
+  tool's result (`offline_tools.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import math
 import re
 from typing import Any
 
+from services.dispatcher.llm.offline_tools import answer_from_tools, plan_steps
 from services.dispatcher.llm.tokens import content_text
 
 _WORD = re.compile(r"[A-Za-z0-9À-ÿ]+")
@@ -85,6 +89,9 @@ def relevant_sentences(question: str, context: str, limit: int = 3) -> list[str]
 
 
 def text_answer(messages: list[dict[str, Any]]) -> str:
+    from_tools = answer_from_tools(messages)
+    if from_tools is not None:
+        return from_tools
     users = _texts(messages, "user") + _texts(messages, "tool")
     last_user = next((t for t in reversed(_texts(messages, "user")) if t.strip()), "")
     question = _question(last_user)
@@ -203,6 +210,8 @@ def json_answer(messages: list[dict[str, Any]]) -> Any:
         return judge_answer(user)
     if "input guardrail" in low:
         return guardrail_answer(user)
+    if "plan" in low and '"steps"' in system:
+        return {"steps": plan_steps(messages)}
     if "brief" in prompt.lower() and expert_names(prompt):
         return coordinator_answer(prompt)
     answer = text_answer(messages)

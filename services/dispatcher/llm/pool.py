@@ -1,5 +1,7 @@
 """The model pool: endpoints per model config, shared breakers, output cache, redaction, and
-the control-plane view. `pool.pinned()` gives a task its `LLM` (see failover.PinnedLLM).
+the control-plane view. It builds the objects a task calls and is never called back by them:
+`pool.pinned()` gives a task a `failover.FailoverLLM` whose members are `model.ModelLLM`s, each
+handed the pool's shared `ModelDeps` and its endpoint lookup.
 
     pool = ModelPool.for_service(settings, bus)          # KV breakers, Redis cache if configured
     await ControlPlane(bus).watch(pool.control.apply)     # hot swaps (apply is idempotent)
@@ -11,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from services.dispatcher.harness.redact import Redactor
 from services.dispatcher.llm.breaker import (
     BreakerPolicy,
     BreakerStore,
@@ -23,25 +23,27 @@ from services.dispatcher.llm.breaker import (
     MemoryBreakerStore,
 )
 from services.dispatcher.llm.cache import LRUCache, OutputCache, RedisCache
-from services.dispatcher.llm.control import ModelControl
+from services.dispatcher.llm.chain_config import ModelControl
 from services.dispatcher.llm.endpoint import Endpoint, OfflineEndpoint, OpenAIEndpoint
 from services.dispatcher.llm.errors import AttemptError
-from services.dispatcher.llm.failover import PinnedLLM, RetryPolicy
+from services.dispatcher.llm.failover import FailoverLLM
+from services.dispatcher.llm.model import ModelDeps, ModelLLM, Sleep
+from services.dispatcher.llm.retry import RetryPolicy
+from services.dispatcher.redact import Redactor
 from shared.contract.models import BreakerState, ModelChain, ModelConfig
 from shared.secrets import SecretError, decrypt_secret
-from shared.settings import Settings
+from shared.settings import DispatcherSettings
 
 if TYPE_CHECKING:
     from shared.bus import Bus
 
 log = logging.getLogger("agentix.llm.pool")
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class ModelPool:
     def __init__(
         self,
-        settings: Settings,
+        settings: DispatcherSettings,
         *,
         control: ModelControl | None = None,
         breaker_store: BreakerStore | None = None,
@@ -58,19 +60,35 @@ class ModelPool:
         policy = breaker_policy or BreakerPolicy(
             failure_threshold=settings.breaker_failure_threshold, cooldown_s=settings.breaker_cooldown_s
         )
-        self.breakers = CircuitBreakers(breaker_store or MemoryBreakerStore(), policy)
-        self.cache: OutputCache | None = (cache or LRUCache()) if use_cache else None
-        self.retry = retry or RetryPolicy(attempts=settings.llm_retry_attempts)
-        self.redactor = redactor or Redactor(extra=settings.redact_patterns)
-        self.sleep = sleep
-        # Merge deltas that arrive while the sink is still publishing the previous one
-        # (llm/deltas.py): fewer, larger token events when the model outpaces the bus.
-        self.coalesce_deltas = coalesce_deltas
+        self.deps = ModelDeps(
+            breakers=CircuitBreakers(breaker_store or MemoryBreakerStore(), policy),
+            retry=retry or RetryPolicy(attempts=settings.llm_retry_attempts),
+            redactor=redactor or Redactor(extra=settings.redact_patterns),
+            cache=(cache or LRUCache()) if use_cache else None,
+            sleep=sleep,
+            coalesce_deltas=coalesce_deltas,
+        )
         self._endpoints: dict[str, Endpoint] = {}
         self._secret: str | None = None
 
+    @property
+    def breakers(self) -> CircuitBreakers:
+        return self.deps.breakers
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self.deps.retry
+
+    @property
+    def redactor(self) -> Redactor:
+        return self.deps.redactor
+
+    @property
+    def cache(self) -> OutputCache | None:
+        return self.deps.cache
+
     @classmethod
-    def for_service(cls, settings: Settings, bus: Bus | None = None, **kwargs: object) -> ModelPool:
+    def for_service(cls, settings: DispatcherSettings, bus: Bus | None = None, **kwargs: object) -> ModelPool:
         """Breakers in the control KV bucket when a bus is given (shared by replicas), the
         output cache in Redis when `settings.redis_url` is set."""
         if bus is not None and "breaker_store" not in kwargs:
@@ -81,12 +99,17 @@ class ModelPool:
 
     def pinned(
         self, model: str | None = None, chain_revision: int | None = None, chain: ModelChain | None = None
-    ) -> PinnedLLM:
+    ) -> FailoverLLM:
         """The LLM for a task starting now: bound to the current chain revision, pricing and
         prompts. `model` is the task's default alias (task option), else the chain's active.
         A resumed task passes the `chain_revision` it started with and the `chain` its
         checkpoint kept, and runs with that chain again."""
-        return PinnedLLM(self, self.control.snapshot(chain_revision, chain), model)
+        config = self.control.snapshot(chain_revision, chain)
+
+        def member(cfg: ModelConfig) -> ModelLLM:
+            return ModelLLM(cfg, self.endpoint, self.deps, config.pricing, config.chain_revision)
+
+        return FailoverLLM(config, member, model)
 
     def endpoint(self, cfg: ModelConfig) -> Endpoint:
         fingerprint = cfg.model_dump_json()

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from services.gateway.admin.control import CHAIN_KEY, bump
+from services.gateway.admin.control_publisher import CHAIN_KEY, bump
 from services.gateway.ids import new_id
+from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import ControlValue, ModelRow, aware, now
-from shared.contract.models import ModelParams
+from shared.contract.models import OFFLINE_MODEL, ModelParams
 from shared.secrets import encrypt_secret
 
 NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
@@ -38,10 +39,19 @@ class ModelIn(BaseModel):
 
 
 class ChainIn(BaseModel):
+    """`active: null` (with no fallbacks) clears the chain: every dispatcher goes back to its
+    built-in model (the `AGENTIX_LLM_*` endpoint, else the offline model)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    active: str = Field(pattern=NAME_PATTERN)
+    active: str | None = Field(pattern=NAME_PATTERN)
     fallbacks: list[str] = Field(default_factory=list, max_length=20)
+
+    @model_validator(mode="after")
+    def _fallbacks_need_active(self) -> ChainIn:
+        if self.active is None and self.fallbacks:
+            raise ValueError("fallbacks need an active model; send {\"active\": null, \"fallbacks\": []} to clear")
+        return self
 
 
 def view(row: ModelRow) -> dict[str, Any]:
@@ -117,7 +127,12 @@ def update(session: Session, model_id: str, body: ModelIn, secret: str, by: str)
 def _refuse_if_chained(session: Session, name: str, action: str) -> None:
     chain = session.get(ControlValue, CHAIN_KEY)
     if chain is not None and name in [chain.value.get("active"), *chain.value.get("fallbacks", [])]:
-        raise ApiProblem(409, "Conflict", f"Model {name!r} is in the failover chain; change the chain first.")
+        raise ApiProblem(
+            409,
+            "Conflict",
+            f"Model {name!r} is in the failover chain; change the chain first "
+            '(PUT /admin/models/chain {"active": null} goes back to the built-in model).',
+        )
 
 
 def delete(session: Session, model_id: str, by: str) -> None:
@@ -132,15 +147,25 @@ def get(session: Session, model_id: str) -> dict[str, Any]:
     return view(_load(session, model_id))
 
 
-def list_all(session: Session) -> list[dict[str, Any]]:
-    return [view(r) for r in session.exec(select(ModelRow).order_by(col(ModelRow.name)))]
+def list_page(session: Session, limit: int, cursor: str | None) -> Page:
+    """Models by name, a page at a time (the cursor is the last name of the page before)."""
+    query = select(ModelRow).order_by(col(ModelRow.name)).limit(limit + 1)
+    if cursor:
+        query = query.where(col(ModelRow.name) > decode_cursor(cursor))
+    rows = list(session.exec(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(items=[view(r) for r in rows], next_cursor=encode_cursor(rows[-1].name) if more else None)
 
 
 def set_chain(session: Session, body: ChainIn, by: str) -> int:
+    if body.active is None:
+        return bump(session, CHAIN_KEY, {"active": None, "fallbacks": []}, by)
     names = [body.active, *body.fallbacks]
     if len(set(names)) != len(names):
         raise ApiProblem(422, "Invalid request", "A model appears twice in the chain.")
-    known = {r.name for r in session.exec(select(ModelRow).where(col(ModelRow.name).in_(names)))}
+    # The offline model is built into every dispatcher: it needs no row to be chained.
+    known = {OFFLINE_MODEL} | {r.name for r in session.exec(select(ModelRow).where(col(ModelRow.name).in_(names)))}
     missing = [n for n in names if n not in known]
     if missing:
         raise ApiProblem(

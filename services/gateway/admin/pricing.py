@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session
 
-from services.gateway.admin.control import PRICING_KEY, bump, current_pricing
+from services.gateway.admin.control_publisher import PRICING_KEY, bump, current_pricing
 from services.gateway.problems import ApiProblem
 from shared.contract.models import PriceEntry
 

@@ -1,6 +1,7 @@
 """The operator's view: live instances from heartbeats, infrastructure probes, the tool registry
 (`$SRV.INFO`/`$SRV.STATS` of the `tools-go`/`tools-py` micro services), breaker states that
-dispatchers report in their heartbeat detail, and the work queues with their dead letters."""
+dispatchers report in their heartbeat detail, the external MCP servers as the tools-go replicas'
+bridges report them, and the work queues with their dead letters."""
 
 from __future__ import annotations
 
@@ -132,6 +133,43 @@ def breakers(instances: list[dict[str, Any]]) -> dict[str, Any]:
     return models
 
 
+def mcp_servers(instances: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per external MCP server, summed over the bridges of the live tools-go replicas: `state`
+    is `connected` (every bridge holds a session), `degraded` (some do), `down` (none) or
+    `disabled`; tools, calls, errors, mean latency, and the last error a bridge saw."""
+    servers: dict[str, dict[str, Any]] = {}
+    disabled: set[str] = set()
+    for inst in instances:
+        if inst["service"] != "tools-go":
+            continue
+        report = inst["detail"].get("mcp") or {}
+        disabled.update(report.get("disabled") or [])
+        for s in report.get("servers") or []:
+            if not isinstance(s, dict) or "name" not in s:
+                continue
+            entry = servers.setdefault(s["name"], {
+                "name": s["name"], "url": s.get("url"), "bridges": 0, "connected_bridges": 0, "tools": 0,
+                "calls": 0, "errors": 0, "_ms": 0.0, "last_error": None,
+            })  # fmt: skip
+            calls = int(s.get("calls") or 0)
+            entry["bridges"] += 1
+            entry["connected_bridges"] += 1 if s.get("connected") else 0
+            entry["tools"] = max(entry["tools"], int(s.get("tools") or 0))
+            entry["calls"] += calls
+            entry["errors"] += int(s.get("errors") or 0)
+            entry["_ms"] += float(s.get("avg_latency_ms") or 0.0) * calls
+            entry["last_error"] = s.get("last_error") or entry["last_error"]
+    for entry in servers.values():
+        total_ms = entry.pop("_ms")
+        entry["avg_latency_ms"] = round(total_ms / entry["calls"], 3) if entry["calls"] else None
+        up, bridges = entry["connected_bridges"], entry["bridges"]
+        entry["connected"] = up == bridges
+        entry["state"] = "connected" if up == bridges else "degraded" if up else "down"
+    for name in disabled - set(servers):
+        servers[name] = {"name": name, "state": "disabled", "connected": False, "bridges": 0, "tools": 0}
+    return sorted(servers.values(), key=lambda e: e["name"])
+
+
 async def _consumer(bus: Bus, stream: str, durable: str) -> dict[str, Any]:
     try:
         info = await bus.js.consumer_info(stream, durable, timeout=2)
@@ -183,4 +221,5 @@ async def status(app: FastAPI) -> dict[str, Any]:
         "infrastructure": infra,
         "tools": tools,
         "breakers": breakers(live),
+        "mcp_servers": mcp_servers(live),
     }

@@ -1,4 +1,7 @@
-"""Writes an audit row for every POST/PUT/PATCH/DELETE before its response leaves."""
+"""Writes an audit row for every POST/PUT/PATCH/DELETE before its response leaves (the writer
+commits the rows of concurrent requests together: `services.gateway.audit_writer`). A route that
+changed nothing (a search, an MCP read) says so with `request.state.read_only`: its row is written
+all the same, but the response does not wait for the commit."""
 
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ class AuditMiddleware:
                     outcome=outcome_of(status),
                     request_id=st.get("request_id"),
                     ip=client_ip(scope),
+                    wait=not st.get("read_only", False),
                 )
             except Exception:
                 log.exception("audit write failed (request_id=%s)", st.get("request_id"))

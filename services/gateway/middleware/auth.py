@@ -7,10 +7,10 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.auth import AuthError, principal_from_header
+from services.gateway.admission import unauthorized
+from services.gateway.auth import AuthError, VerifiedTokens, principal_from_header
 from services.gateway.middleware.common import header, send_problem, state
-from services.gateway.problems import ApiProblem
-from shared.settings import Settings
+from shared.settings import GatewaySettings
 
 API_PREFIX = "/api/v1"
 PUBLIC = frozenset({"/api/v1/auth/login"})
@@ -19,9 +19,10 @@ _SSE_PATH = re.compile(r"^/api/v1/(tasks/[^/]+/(events|stream|exec)|kb/ingest/[^
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, settings: GatewaySettings, verified: VerifiedTokens) -> None:
         self.app = app
         self.settings = settings
+        self.verified = verified
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -34,10 +35,9 @@ class AuthMiddleware:
             if token:
                 authorization = f"Bearer {token[0]}"
         try:
-            principal = principal_from_header(self.settings, authorization)
+            principal = principal_from_header(self.settings, authorization, self.verified)
         except AuthError as exc:
-            problem = ApiProblem(401, "Unauthorized", exc.detail, headers={"WWW-Authenticate": "Bearer"})
-            await send_problem(scope, receive, send, problem)
+            await send_problem(scope, receive, send, unauthorized(exc))
             return
         state(scope)["principal"] = principal
         await self.app(scope, receive, send)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from services.gateway.admission import over_limit
 from services.gateway.middleware.common import client_ip, send_problem, state
-from services.gateway.problems import ApiProblem
 from services.gateway.ratelimit import RateLimiter
 
 
@@ -22,12 +22,6 @@ class RateLimitMiddleware:
         key = f"user:{principal.id}" if principal is not None else f"ip:{client_ip(scope)}"
         decision = await self.limiter.hit(key)
         if not decision.allowed:
-            problem = ApiProblem(
-                429,
-                "Too Many Requests",
-                f"Rate limit of {self.limiter.limit} requests per minute reached; retry later.",
-                headers={"Retry-After": str(decision.retry_after_s)},
-            )
-            await send_problem(scope, receive, send, problem)
+            await send_problem(scope, receive, send, over_limit(self.limiter, decision))
             return
         await self.app(scope, receive, send)

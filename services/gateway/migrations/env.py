@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
+import services.gateway.chat.tables  # noqa: F401  (its tables join `metadata`, so autogenerate sees them)
 from services.gateway.migrate import VERSION_TABLE
 from services.gateway.tables import metadata
 
 config = context.config
 
 
-def _run(connection: object) -> None:
+def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
@@ -27,7 +28,12 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    engine = create_engine(config.get_main_option("sqlalchemy.url"))
-    with engine.begin() as conn:
-        _run(conn)
-engine = None
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise RuntimeError("alembic needs a connection or sqlalchemy.url to migrate")
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            _run(conn)
+    finally:
+        engine.dispose()

@@ -1,4 +1,5 @@
-"""Admin API (admins only): models, chain, pricing, prompts, status, overview, audit."""
+"""Admin API (admins only): models, chain, pricing, prompts, MCP servers (`routes/mcp_servers.py`),
+users, status, overview, audit."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from services.gateway import users as users_svc
 from services.gateway.admin import models as models_svc
 from services.gateway.admin import pricing as pricing_svc
 from services.gateway.admin import prompts as prompts_svc
-from services.gateway.admin.control import ControlPublisher, current_chain
+from services.gateway.admin.control_publisher import ControlPublisher, current_chain
 from services.gateway.admin.status import status as status_view
 from services.gateway.audit import AuditFilter, GuardrailFilter, list_audit, list_guardrail_events
 from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep
 from services.gateway.pagination import Cursor, Limit, Page
+from services.gateway.routes import mcp_servers as mcp_servers_routes
 from services.gateway.stats import overview as overview_view
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
@@ -27,9 +30,9 @@ def _publisher(request: Request) -> ControlPublisher:
 # ---- models and the chain -------------------------------------------------------------------
 
 
-@router.get("/models")
-async def list_models(_: AdminUser, db: DatabaseDep) -> list[dict[str, Any]]:
-    return await db.run(models_svc.list_all)
+@router.get("/models", response_model=Page)
+async def list_models(_: AdminUser, db: DatabaseDep, limit: Limit = 50, cursor: Cursor = None) -> Page:
+    return await db.run(models_svc.list_page, limit, cursor)
 
 
 @router.post("/models", status_code=201)
@@ -47,7 +50,8 @@ async def get_chain(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
     chain = await db.run(current_chain)
     if chain is None:
         return {"revision": 0, "active": None, "fallbacks": []}
-    return {"revision": chain.revision, "active": chain.active, "fallbacks": chain.fallbacks}
+    # A cleared chain is published with an empty `active`: the built-in model answers.
+    return {"revision": chain.revision, "active": chain.active or None, "fallbacks": chain.fallbacks}
 
 
 @router.put("/models/chain")
@@ -55,7 +59,7 @@ async def put_chain(body: models_svc.ChainIn, request: Request, admin: AdminUser
     revision = await db.run(models_svc.set_chain, body, admin.id)
     request.state.audit_target = f"chain_revision={revision}"
     await _publisher(request).publish_chain()  # publishes this revision or a newer one
-    return {"revision": revision, "active": body.active, "fallbacks": body.fallbacks}
+    return {"revision": revision, "active": body.active, "fallbacks": body.fallbacks}  # active None: cleared
 
 
 @router.get("/models/{model_id}")
@@ -104,9 +108,9 @@ async def put_pricing(
 # ---- prompts -----------------------------------------------------------------------------------
 
 
-@router.get("/prompts")
-async def list_prompts(_: AdminUser, db: DatabaseDep) -> list[dict[str, Any]]:
-    return await db.run(prompts_svc.list_all)
+@router.get("/prompts", response_model=Page)
+async def list_prompts(_: AdminUser, db: DatabaseDep, limit: Limit = 50, cursor: Cursor = None) -> Page:
+    return await db.run(prompts_svc.list_page, limit, cursor)
 
 
 @router.get("/prompts/{name}")
@@ -146,6 +150,20 @@ async def get_overview(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
     return await db.run(overview_view)
 
 
+# ---- users ------------------------------------------------------------------------------------
+
+
+@router.get("/users", response_model=Page)
+async def list_users(_: AdminUser, db: DatabaseDep, settings: SettingsDep, limit: Limit = 50,
+                     cursor: Cursor = None) -> Page:
+    return await db.run(users_svc.list_page, limit, cursor, settings.admin_users)
+
+
+@router.get("/users/{user_id}")
+async def get_user(user_id: str, _: AdminUser, db: DatabaseDep, settings: SettingsDep) -> dict[str, Any]:
+    return await db.run(users_svc.admin_view, user_id, settings.admin_users)
+
+
 Text = Annotated[str | None, Query(max_length=300, description="case-insensitive substring")]
 
 
@@ -178,3 +196,7 @@ async def guardrail_events(
 ) -> Page:
     where = GuardrailFilter(action=action, tier=tier, user_id=user_id, q=q)
     return await db.run(list_guardrail_events, limit, cursor, where)
+
+
+# ---- MCP servers (routes in their own module) ------------------------------------------------
+router.include_router(mcp_servers_routes.router)

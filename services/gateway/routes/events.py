@@ -1,52 +1,48 @@
-"""The three SSE endpoints of a task: `/events` (all), `/stream` (tokens), `/exec` (trace)."""
+"""The three SSE endpoints of a task: `/events` (all), `/stream` (tokens), `/exec` (trace).
+They differ only in which bus channels they read, so one handler serves all three."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep
-from services.gateway.sse import CHANNELS, event_stream, resume_point
-from services.gateway.tasks import load_owned
+from services.gateway.sse import ENDPOINT_CHANNELS, event_stream, resume_point
+from services.gateway.task_service import load_owned
 from shared.contract.task import TERMINAL
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["streaming"])
 
-SSE_DOC = {200: {"content": {"text/event-stream": {}}, "description": "server-sent events"}}
+SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "server-sent events"}
+}
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)]
 After = Annotated[str | None, Query(max_length=32, description="resume after this event id")]
+# The route names (and so the OpenAPI operation ids and summaries) the endpoints always had.
+ROUTE_NAMES = {"events": "events", "stream": "stream", "exec": "exec_trace"}
+SseHandler = Callable[..., Awaitable[EventSourceResponse]]
 
 
-async def _open(
-    kind: str, task_id: str, request: Request, user: CurrentUser, db: DatabaseDep, bus: BusDep,
-    last_event_id: str | None, after: str | None,
-) -> EventSourceResponse:  # fmt: skip
-    start = resume_point(last_event_id, after)
-    task = await db.run(load_owned, user, task_id)
-    return event_stream(bus, task_id, start, CHANNELS[kind], task.status in TERMINAL, request.app.state.metrics)
+def _handler(endpoint: str) -> SseHandler:
+    channels = ENDPOINT_CHANNELS[endpoint]
+
+    async def open_stream(
+        task_id: str, request: Request, user: CurrentUser, db: DatabaseDep, bus: BusDep,
+        last_event_id: LastEventId = None, after: After = None,
+    ) -> EventSourceResponse:  # fmt: skip
+        start = resume_point(last_event_id, after)
+        task = await db.run(load_owned, user, task_id)
+        return event_stream(bus, task_id, start, channels, task.status in TERMINAL, request.app.state.metrics,
+                            heartbeat_s=request.app.state.settings.sse_heartbeat_s)
+
+    return open_stream
 
 
-@router.get("/{task_id}/events", response_class=EventSourceResponse, responses=SSE_DOC)
-async def events(
-    task_id: str, request: Request, user: CurrentUser, db: DatabaseDep, bus: BusDep,
-    last_event_id: LastEventId = None, after: After = None,
-) -> EventSourceResponse:  # fmt: skip
-    return await _open("events", task_id, request, user, db, bus, last_event_id, after)
-
-
-@router.get("/{task_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
-async def stream(
-    task_id: str, request: Request, user: CurrentUser, db: DatabaseDep, bus: BusDep,
-    last_event_id: LastEventId = None, after: After = None,
-) -> EventSourceResponse:  # fmt: skip
-    return await _open("stream", task_id, request, user, db, bus, last_event_id, after)
-
-
-@router.get("/{task_id}/exec", response_class=EventSourceResponse, responses=SSE_DOC)
-async def exec_trace(
-    task_id: str, request: Request, user: CurrentUser, db: DatabaseDep, bus: BusDep,
-    last_event_id: LastEventId = None, after: After = None,
-) -> EventSourceResponse:  # fmt: skip
-    return await _open("exec", task_id, request, user, db, bus, last_event_id, after)
+for _endpoint, _name in ROUTE_NAMES.items():
+    router.add_api_route(
+        f"/{{task_id}}/{_endpoint}", _handler(_endpoint), methods=["GET"], name=_name,
+        response_class=EventSourceResponse, responses=SSE_DOC,
+    )  # fmt: skip

@@ -6,8 +6,10 @@ admin flag travels in the call's metadata, so an admin reaches every user's KBs.
 from __future__ import annotations
 
 import contextlib
+import mimetypes
 import uuid
 import weakref
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -19,7 +21,7 @@ from starlette.datastructures import UploadFile
 
 from services.gateway.deps import BusDep, CurrentUser, Principal
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
-from services.gateway.problems import ApiProblem
+from services.gateway.problems import ApiProblem, validation_problem
 from services.gateway.sse import event_stream, resume_point
 from shared.bus import Bus
 from shared.bus.tools import ToolClient
@@ -94,6 +96,22 @@ async def _drop_uploads(bus: Bus, sources: list[dict[str, Any]]) -> None:
 
 def _media_type(request: Request) -> str:
     return (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+
+
+# What `mimetypes` may not know on every system (Python 3.11's table has no Markdown).
+MEDIA_TYPES_BY_SUFFIX = {".md": "text/markdown", ".markdown": "text/markdown"}
+UNTYPED = {"", "application/octet-stream"}
+
+
+def upload_media_type(upload: UploadFile) -> str | None:
+    """The part's declared media type, or, when the client declared none or only
+    `application/octet-stream` (what `curl -F file=@notes.md` sends), the one its file name implies."""
+    declared = (upload.content_type or "").split(";", 1)[0].strip().lower()
+    if declared not in UNTYPED:
+        return upload.content_type
+    name = (upload.filename or "").lower()
+    guessed = MEDIA_TYPES_BY_SUFFIX.get(PurePosixPath(name).suffix) or mimetypes.guess_type(name, strict=False)[0]
+    return guessed or upload.content_type or None
 
 
 BINARY = {"type": "string", "format": "binary"}
@@ -180,11 +198,12 @@ async def _form_upload(request: Request, bus: Bus) -> dict[str, Any]:
         title = form.get("title")
         # Streamed into the object store chunk by chunk (the form spooled it to disk when large).
         name = f"uploads/{uuid.uuid4().hex}"
-        await (await uploads(bus)).put(name, upload.file)
+        # nats-py's annotation says BufferedIOBase, but it reads any file object with `readinto`.
+        await (await uploads(bus)).put(name, upload.file)  # type: ignore[arg-type]
         return {
             "object_name": name,
             "filename": upload.filename,
-            "media_type": upload.content_type,
+            "media_type": upload_media_type(upload),
             "title": title if isinstance(title, str) and title.strip() else None,
         }
     finally:
@@ -200,8 +219,7 @@ def _parse(model: type[BaseModel], raw: bytes, hint: str) -> Any:
     try:
         return model.model_validate_json(raw)
     except ValidationError as exc:
-        errors = [{"code": e["type"], "message": e["msg"], "field": ".".join(map(str, e["loc"]))} for e in exc.errors()]
-        raise ApiProblem(422, "Invalid request", hint, errors=errors) from exc
+        raise validation_problem(exc.errors(include_input=False), hint) from exc
 
 
 async def _text_source(bus: Bus, body: DocumentText) -> dict[str, Any]:
@@ -261,8 +279,8 @@ async def _form_batch(request: Request, bus: Bus) -> list[dict[str, Any]]:
         store, sources = await uploads(bus), []
         for upload in files:  # streamed into the object store one by one
             name = f"uploads/{uuid.uuid4().hex}"
-            await store.put(name, upload.file)
-            sources.append({"object_name": name, "filename": upload.filename, "media_type": upload.content_type})
+            await store.put(name, upload.file)  # type: ignore[arg-type]  # as above: any file with `readinto`
+            sources.append({"object_name": name, "filename": upload.filename, "media_type": upload_media_type(upload)})
         return sources
     finally:
         await form.close()
@@ -324,6 +342,7 @@ async def delete_document(kb: str, doc_id: str, request: Request, user: CurrentU
 
 
 @router.post("/{kb}/search")
-async def search(kb: str, body: SearchIn, user: CurrentUser, bus: BusDep) -> dict[str, Any]:
+async def search(kb: str, body: SearchIn, user: CurrentUser, bus: BusDep, request: Request) -> dict[str, Any]:
+    request.state.read_only = True  # a POST only for its body: the audit row need not hold the answer
     out = await call_go_tool(bus, user, "kb_search", {"kb": kb, **body.model_dump()})
     return {"kb": out["kb"], "mode": out["mode"], "chunks": out["chunks"]}

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 
-from services.gateway import tasks as svc
+from services.gateway import task_approvals
+from services.gateway import task_service as svc
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.problems import ApiProblem
@@ -59,8 +60,9 @@ async def cancel(task_id: str, user: CurrentUser, db: DatabaseDep, bus: BusDep) 
 
 
 @router.post("/{task_id}/approval", status_code=202, responses={409: {"description": "not waiting"}})
-async def approval(task_id: str, body: svc.Approval, user: CurrentUser, db: DatabaseDep, bus: BusDep) -> dict[str, Any]:
-    node_id = await svc.approve(db, bus, user, task_id, body)
+async def approval(task_id: str, body: task_approvals.Approval, user: CurrentUser, db: DatabaseDep,
+                   bus: BusDep) -> dict[str, Any]:
+    node_id = await task_approvals.approve(db, bus, user, task_id, body)
     return {"id": task_id, "node_id": node_id, "decision": body.decision, "links": svc.links(task_id)}
 
 

@@ -13,6 +13,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection
 
+from services.tools_go_equiv.db.group_commit import GroupCommit
 from shared.db import READONLY, make_engine, normalize_url
 
 P = ParamSpec("P")
@@ -25,6 +26,8 @@ class Db:
         self.engine = make_engine(self.url, immediate_writes=True, busy_timeout_s=60)
         self.dialect = self.engine.dialect.name  # "sqlite" | "postgresql"
         self._write_lock: AbstractContextManager[Any] = threading.Lock() if self.is_sqlite else nullcontext()
+        # Small writes of concurrent callers (a document's registration, a job's state) share commits.
+        self.group = GroupCommit(self.tx)
 
     @property
     def is_sqlite(self) -> bool:
@@ -46,6 +49,13 @@ class Db:
                 return fn(conn, *args, **kwargs)
 
         return await asyncio.to_thread(call)
+
+    async def run_grouped(
+        self, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Like `run`, in a transaction shared with the concurrent callers' (`GroupCommit`): for
+        small writes whose `fn` only runs statements (it may run twice, the first time rolled back)."""
+        return await self.group.run(fn, *args, **kwargs)
 
     @contextmanager
     def read_tx(self) -> Iterator[Connection]:

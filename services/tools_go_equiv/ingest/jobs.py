@@ -10,7 +10,7 @@ from sqlalchemy import Connection, select
 
 from services.tools_go_equiv.db.schema import jobs
 from services.tools_go_equiv.db.sql import Sql, update_row
-from services.tools_go_equiv.ids import iso, now
+from services.tools_go_equiv.ids import aware, now
 from services.tools_go_equiv.kb import store
 from services.tools_go_equiv.kb.store import DocumentGone
 from shared.contract.ingest import IngestJobState
@@ -32,8 +32,8 @@ def job_state(row: Any) -> IngestJobState:
         attempts=row.attempts,
         chunks=row.chunks,
         error=row.error,
-        created_at=iso(row.created_at),  # a zone even where SQLite hands back naive UTC
-        updated_at=iso(row.updated_at),
+        created_at=aware(row.created_at),  # a zone even where SQLite hands back naive UTC
+        updated_at=aware(row.updated_at),
     )
 
 

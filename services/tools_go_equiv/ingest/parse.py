@@ -11,6 +11,7 @@ from services.tools_go_equiv import objects
 from services.tools_go_equiv.runtime import Runtime
 from shared.contract.ingest import IngestJob
 from shared.contract.tools import ToolMeta, ToolReply
+from shared.errors import AgentixError
 
 # Documents sent together: each at most SMALL_TEXT characters of inline text, at most REQUEST_TEXT
 # in all — the request and the reply (about twice the text) stay well under NATS's 1 MiB.
@@ -19,8 +20,11 @@ REQUEST_TEXT = 160 * 1024
 MAX_DOCUMENTS = 256  # doc_parse_many's own limit
 
 
-class IngestError(Exception):
+class IngestError(AgentixError):
     """A reason the job could not be done (retried until the attempts run out)."""
+
+    code = "ingest_failed"
+    http_status = 422
 
 
 def _args(job: IngestJob) -> dict[str, Any]:

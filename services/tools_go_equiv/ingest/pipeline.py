@@ -29,6 +29,7 @@ from services.tools_go_equiv.runtime import Runtime
 from shared.bus.events import EventPublisher
 from shared.contract.events import ProgressEvent, StatusEvent
 from shared.contract.ingest import IngestJob
+from shared.errors import AgentixError
 
 log = logging.getLogger("agentix.tools_go.ingest")
 Touch = Callable[[], Awaitable[None]]
@@ -36,8 +37,11 @@ __all__ = ["IngestError", "JobGone", "Settle", "Work", "run_batch"]
 Outcome = int | BaseException  # chunks indexed, or why the attempt failed
 
 
-class JobGone(Exception):
-    """The job's row no longer exists (its KB was deleted)."""
+class JobGone(AgentixError):
+    """The job's row no longer exists (its KB was deleted); the message is the job's id."""
+
+    code = "not_found"
+    http_status = 404
 
 
 @dataclass
@@ -167,7 +171,7 @@ async def index_together(rt: Runtime, docs: list[Doc], revisions: dict[str, int]
         ]
         try:
             with rt.db.tx() as conn:
-                results = jobs.finish_all(conn, items)
+                results: dict[str, tuple[int, int] | BaseException] = dict(jobs.finish_all(conn, items))
         except Exception:
             log.warning("writing %d documents together failed; writing them one by one", len(items), exc_info=True)
             results = {}
@@ -273,7 +277,7 @@ async def _index_in_batches(rt: Runtime, doc: Doc) -> tuple[int, int]:
             jobs.set_job(conn, job.job_id, stage="index", done=d, total=total)
             return jobs.finish(conn, job.job_id, job.document_id, job.kb, doc.title) if last else None
 
-        result = await rt.db.run(write)
+        result = await rt.db.run_grouped(write)  # shares its commit with other documents' writes
         await events.emit(ProgressEvent(task_id=job.job_id, stage="index", done=done, total=total))
         if not last:
             await doc.work.touch()

@@ -17,7 +17,8 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from services.tools_go_equiv.config import KbSettings
-from shared.settings import Settings
+from shared.errors import AgentixError
+from shared.settings import ToolsGoSettings
 
 LOCAL_PREFIX = "local-hash-v1:"
 REMOTE_PREFIX = "openai:"
@@ -45,8 +46,11 @@ _SUFFIXES = (
 )
 
 
-class EmbedderUnavailable(RuntimeError):
-    pass
+class EmbedderUnavailable(AgentixError, RuntimeError):
+    """The knowledge base's embedder cannot embed now (endpoint down, wrong answer, not configured)."""
+
+    code = "unavailable"
+    http_status = 503
 
 
 class Embedder(Protocol):
@@ -253,7 +257,7 @@ def normalize(matrix: np.ndarray) -> np.ndarray:
 class Embedders:
     """The embedder for new KBs, and the one a given KB was built with."""
 
-    def __init__(self, settings: Settings, kb: KbSettings) -> None:
+    def __init__(self, settings: ToolsGoSettings, kb: KbSettings) -> None:
         self._local = LocalEmbedder(kb.embed_dim)
         base_url = kb.embed_base_url or settings.llm_base_url
         self._remote: RemoteEmbedder | None = None

@@ -9,11 +9,9 @@ import json
 import logging
 from typing import Any
 
-from openai import AsyncOpenAI, OpenAIError
-
 from services.tools_go_equiv.config import KbSettings
 from services.tools_go_equiv.kb.facts import Fact, extract_facts
-from shared.settings import Settings
+from shared.settings import ToolsGoSettings
 
 log = logging.getLogger("agentix.tools_go.facts")
 
@@ -30,16 +28,20 @@ class LlmFactExtractor:
     def __init__(self, model: str, base_url: str, api_key: str | None, max_facts: int = 30) -> None:
         self.model = model
         self.max_facts = max_facts
+        from openai import AsyncOpenAI  # loaded only where a fact model is configured
+
         self._client = AsyncOpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=1, timeout=60)
 
     @classmethod
-    def from_settings(cls, settings: Settings, kb: KbSettings) -> LlmFactExtractor | None:
+    def from_settings(cls, settings: ToolsGoSettings, kb: KbSettings) -> LlmFactExtractor | None:
         base_url = kb.facts_base_url or settings.llm_base_url
         if not kb.facts_model or not base_url:
             return None
         return cls(kb.facts_model, base_url, kb.facts_api_key or settings.llm_api_key)
 
     async def extract(self, text: str, context: str = "") -> list[Fact]:
+        from openai import OpenAIError  # loaded by __init__ already
+
         try:
             resp = await self._client.chat.completions.create(
                 model=self.model,

@@ -11,13 +11,17 @@ import logging
 import httpx
 
 from services.tools_go_equiv.config import KbSettings
-from shared.settings import Settings
+from shared.errors import AgentixError
+from shared.settings import ToolsGoSettings
 
 log = logging.getLogger("agentix.tools_go.rerank")
 
 
-class RerankError(Exception):
-    pass
+class RerankError(AgentixError):
+    """The rerank endpoint failed or answered nonsense; search keeps its own order then."""
+
+    code = "rerank_failed"
+    http_status = 502
 
 
 class Reranker:
@@ -27,7 +31,7 @@ class Reranker:
         self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
 
     @classmethod
-    def from_settings(cls, settings: Settings, kb: KbSettings) -> Reranker | None:
+    def from_settings(cls, settings: ToolsGoSettings, kb: KbSettings) -> Reranker | None:
         base_url = kb.rerank_base_url or settings.llm_base_url
         if not kb.rerank_model or not base_url:
             return None

@@ -22,13 +22,17 @@ from services.tools_go_equiv.db.sql import Sql, update_row
 from services.tools_go_equiv.ids import iso, new_id, now
 from services.tools_go_equiv.kb.chunk import Chunk
 from services.tools_go_equiv.kb.facts import Fact
+from shared.errors import AgentixError
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,99}$")
 READY = "ready"
 
 
-class DocumentGone(Exception):
-    """The document was deleted while it was being ingested."""
+class DocumentGone(AgentixError):
+    """The document was deleted while it was being ingested (the message is its id)."""
+
+    code = "not_found"
+    http_status = 404
 
 
 @dataclass(frozen=True)

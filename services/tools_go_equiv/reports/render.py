@@ -6,10 +6,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from docx import Document
-from docx.shared import Pt
-from fpdf import FPDF
-
 from services.tools_go_equiv.reports.markdown import Block, inline_runs, parse_blocks, plain
 
 MEDIA_TYPES = {
@@ -36,6 +32,8 @@ _MONO = "DejaVuSansMono.ttf"
 
 
 def render_docx(title: str, markdown: str) -> bytes:
+    from docx import Document  # the writers load with the first report, not with the service
+
     doc = Document()
     doc.core_properties.title = title
     doc.add_heading(title, level=0)
@@ -69,6 +67,8 @@ def _docx_block(doc: object, block: Block) -> None:
         p = d.add_paragraph()  # type: ignore[attr-defined]
         run = p.add_run(block.text)
         run.font.name = "Courier New"
+        from docx.shared import Pt
+
         run.font.size = Pt(9)
     elif block.kind == "quote":
         _docx_runs(d.add_paragraph(style="Quote"), block.text)  # type: ignore[attr-defined]
@@ -101,6 +101,8 @@ def _find_fonts() -> tuple[Path, dict[str, Path], Path | None] | None:
 
 class _Pdf:
     def __init__(self, title: str) -> None:
+        from fpdf import FPDF  # the writers load with the first report, not with the service
+
         self.pdf = FPDF(format="A4")
         self.pdf.set_title(title)
         self.pdf.set_auto_page_break(auto=True, margin=15)

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from services.tools_go_equiv import objects, runtime
 from services.tools_go_equiv.ingest import jobs
 from services.tools_go_equiv.kb import store
-from services.tools_go_equiv.registry import registry
+from services.tools_go_equiv.registry import ADDS_ONCE, DELETES, READS, registry
 from services.tools_go_equiv.tools.common import Caller, Page, UserArgs, caller_of
 from services.tools_go_equiv.tools.kb import KB_REF, resolve_kb
 from shared.bus.events import EventPublisher
@@ -165,18 +165,22 @@ async def enqueue(prepared: Prepared, reg: store.Registered, kb_id: str, user: s
         "base. Returns the job id; identical content already in the KB is a no-op that says so."
     ),
     inject=("user_id",),
+    annotations=ADDS_ONCE,
 )
 async def kb_ingest(args: KbIngestArgs, ctx: ToolContext) -> dict[str, Any]:
     caller = caller_of(args, ctx)
     user = caller.user  # the uploader owns the document and its job, also in another user's KB
     kb = await resolve_kb(caller, args.kb)
     prepared = await prepare(args)
-    register = (store.register_document, kb.id, user, *prepared.register_args())
+    def register(conn: Connection) -> store.Registered:
+        return store.register_document(conn, kb.id, user, *prepared.register_args())
+
+    # Concurrent uploads share the registration's commit (the single-document path's cost).
     try:
         try:
-            reg = await runtime.get().db.run(*register)
+            reg = await runtime.get().db.run_grouped(register)
         except IntegrityError:  # the same content registered concurrently: now it is a duplicate
-            reg = await runtime.get().db.run(*register)
+            reg = await runtime.get().db.run_grouped(register)
     except Exception:  # not registered: the upload made for this call is not needed
         await discard(prepared)
         raise
@@ -208,6 +212,7 @@ def register_all(conn: Connection, kb_id: str, user: str, items: list[Prepared])
     ),
     agent=False,
     inject=("user_id",),
+    annotations=ADDS_ONCE,
 )
 async def kb_ingest_many(args: KbIngestManyArgs, ctx: ToolContext) -> dict[str, Any]:
     caller = caller_of(args, ctx)
@@ -273,6 +278,7 @@ def visible_job(conn: Connection, caller: Caller, job_id: str) -> Any:
     description="State of an ingestion job.",
     agent=False,
     inject=("user_id",),
+    annotations=READS,
 )
 async def kb_job_get(args: JobArgs, ctx: ToolContext) -> dict[str, Any]:
     row = await runtime.get().db.read(visible_job, caller_of(args, ctx), args.job_id)
@@ -291,6 +297,7 @@ class DocListArgs(UserArgs, Page):
     description="Documents of a knowledge base.",
     agent=False,
     inject=("user_id",),
+    annotations=READS,
 )
 async def doc_list(args: DocListArgs, ctx: ToolContext) -> dict[str, Any]:
     kb = await resolve_kb(caller_of(args, ctx), args.kb)
@@ -308,6 +315,7 @@ class DocArgs(UserArgs):
     description="One document's metadata and ingestion state.",
     agent=False,
     inject=("user_id",),
+    annotations=READS,
 )
 async def doc_get(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
     kb = await resolve_kb(caller_of(args, ctx), args.kb)
@@ -323,6 +331,7 @@ async def doc_get(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
     description="Delete a document with its chunks, vectors and facts.",
     agent=False,
     inject=("user_id",),
+    annotations=DELETES,
 )
 async def doc_delete(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
     kb = await resolve_kb(caller_of(args, ctx), args.kb)

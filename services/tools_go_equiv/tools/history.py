@@ -13,7 +13,7 @@ from sqlalchemy import Connection, delete, insert, select
 from services.tools_go_equiv import runtime
 from services.tools_go_equiv.db.schema import history
 from services.tools_go_equiv.ids import iso, now
-from services.tools_go_equiv.registry import registry
+from services.tools_go_equiv.registry import APPENDS_CAPPED, READS, registry
 from services.tools_go_equiv.tools.common import UserArgs, user_of
 from shared.bus.tools import ToolContext, ToolFailure
 
@@ -80,6 +80,7 @@ def _db_get(conn: Connection, user: str, session: str, limit: int) -> list[dict[
     title="Append to the conversation history",
     description="Record one message of the current conversation.",
     inject=("user_id", "session_id"),
+    annotations=APPENDS_CAPPED,
 )
 async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
     user, session = user_of(args, ctx), _session(args, ctx)
@@ -107,6 +108,7 @@ async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
     title="Read the conversation history",
     description="The most recent messages of the current conversation, oldest first.",
     inject=("user_id", "session_id"),
+    annotations=READS,
 )
 async def history_get(args: GetArgs, ctx: ToolContext) -> dict[str, Any]:
     user, session = user_of(args, ctx), _session(args, ctx)

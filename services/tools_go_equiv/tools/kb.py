@@ -14,7 +14,7 @@ from services.tools_go_equiv.db.schema import documents, facts, kbs
 from services.tools_go_equiv.kb import store
 from services.tools_go_equiv.kb.embed import EmbedderUnavailable, LocalEmbedder
 from services.tools_go_equiv.kb.facts import normalize
-from services.tools_go_equiv.registry import registry
+from services.tools_go_equiv.registry import ADDS_ONCE, DELETES, READS, registry
 from services.tools_go_equiv.tools.common import Caller, UserArgs, caller_of, user_of
 from shared.bus.tools import ToolContext, ToolFailure
 
@@ -53,6 +53,7 @@ class KbCreateArgs(UserArgs):
     description="Create an empty knowledge base.",
     agent=False,
     inject=("user_id",),
+    annotations=ADDS_ONCE,
 )
 async def kb_create(args: KbCreateArgs, ctx: ToolContext) -> dict[str, Any]:
     user = user_of(args, ctx)
@@ -92,6 +93,7 @@ def list_kbs(conn: Connection, owner: str | None) -> list[dict[str, Any]]:
     title="List knowledge bases",
     description="The caller's knowledge bases.",
     inject=("user_id",),
+    annotations=READS,
 )
 async def kb_list(args: UserArgs, ctx: ToolContext) -> dict[str, Any]:
     return {"items": await runtime.get().db.read(list_kbs, caller_of(args, ctx).scope)}
@@ -107,6 +109,7 @@ class KbRefArgs(UserArgs):
     description="Delete a knowledge base with its documents, chunks, vectors and facts (one transaction).",
     agent=False,
     inject=("user_id",),
+    annotations=DELETES,
 )
 async def kb_delete(args: KbRefArgs, ctx: ToolContext) -> dict[str, Any]:
     kb = await resolve_kb(caller_of(args, ctx), args.kb)
@@ -132,6 +135,7 @@ class KbSearchArgs(UserArgs):
         "sources that found it."
     ),
     inject=("user_id",),
+    annotations=READS,
 )
 async def kb_search(args: KbSearchArgs, ctx: ToolContext) -> dict[str, Any]:
     kb = await resolve_kb(caller_of(args, ctx), args.kb)
@@ -207,6 +211,7 @@ def graph_around(conn: Connection, kb_id: str, entity: str, depth: int, limit: i
     title="Facts about an entity",
     description="The entity–relation facts extracted from a knowledge base around one entity (and its neighbours).",
     inject=("user_id",),
+    annotations=READS,
 )
 async def kb_graph(args: KbGraphArgs, ctx: ToolContext) -> dict[str, Any]:
     kb = await resolve_kb(caller_of(args, ctx), args.kb)
@@ -247,6 +252,7 @@ def title_search(conn: Connection, owner: str | None, kb_id: str | None, terms: 
         "Find documents whose titles match the query across the caller's knowledge bases; returns titles and links."
     ),
     inject=("user_id",),
+    annotations=READS,
 )
 async def wiki_search(args: WikiSearchArgs, ctx: ToolContext) -> dict[str, Any]:
     caller = caller_of(args, ctx)

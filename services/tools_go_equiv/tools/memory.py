@@ -16,7 +16,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from services.tools_go_equiv import runtime
 from services.tools_go_equiv.db.schema import memories
 from services.tools_go_equiv.ids import iso, now
-from services.tools_go_equiv.registry import registry
+from services.tools_go_equiv.registry import DELETES, OVERWRITES, READS, registry
 from services.tools_go_equiv.tools.common import Page, UserArgs, user_of
 from shared.bus.tools import ToolContext, ToolFailure
 
@@ -104,6 +104,7 @@ def _delete(conn: Connection, user: str, key: str) -> bool:
     title="Recall a memory",
     description="The caller's long-term memory entry for a key.",
     inject=("user_id",),
+    annotations=READS,
 )
 async def memory_get(args: KeyArgs, ctx: ToolContext) -> dict[str, Any]:
     row = await runtime.get().db.read(_get, user_of(args, ctx), args.key)
@@ -117,6 +118,7 @@ async def memory_get(args: KeyArgs, ctx: ToolContext) -> dict[str, Any]:
     title="Remember something",
     description="Store (or replace) a long-term memory entry for the caller under a key; the value is any JSON.",
     inject=("user_id",),
+    annotations=OVERWRITES,
 )
 async def memory_upsert(args: UpsertArgs, ctx: ToolContext) -> dict[str, Any]:
     value = json.dumps(args.value, ensure_ascii=False)
@@ -131,6 +133,7 @@ async def memory_upsert(args: UpsertArgs, ctx: ToolContext) -> dict[str, Any]:
     title="List memories",
     description="The caller's memory entries, by key.",
     inject=("user_id",),
+    annotations=READS,
 )
 async def memory_list(args: ListArgs, ctx: ToolContext) -> dict[str, Any]:
     return await runtime.get().db.read(_list, user_of(args, ctx), args.prefix, args.limit, args.cursor)
@@ -141,6 +144,7 @@ async def memory_list(args: ListArgs, ctx: ToolContext) -> dict[str, Any]:
     title="Forget a memory",
     description="Delete (softly) the caller's memory entry for a key.",
     inject=("user_id",),
+    annotations=DELETES,
 )
 async def memory_delete(args: KeyArgs, ctx: ToolContext) -> dict[str, Any]:
     if not await runtime.get().db.run(_delete, user_of(args, ctx), args.key):

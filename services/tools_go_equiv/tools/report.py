@@ -14,7 +14,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 from services.tools_go_equiv import objects, runtime
 from services.tools_go_equiv.db.schema import reports
 from services.tools_go_equiv.ids import iso, new_id, now
-from services.tools_go_equiv.registry import registry
+from services.tools_go_equiv.registry import ADDS, ADDS_ONCE, DELETES, READS, registry
 from services.tools_go_equiv.reports.render import MEDIA_TYPES, render
 from services.tools_go_equiv.tools.common import Caller, Page, UserArgs, caller_of, user_of
 from shared.bus.tools import ToolContext, ToolFailure
@@ -72,6 +72,7 @@ class StoreArgs(UserArgs):
     title="Save a report",
     description="Save a Markdown report; it can then be rendered to .docx/.pdf and downloaded.",
     inject=("user_id",),
+    annotations=ADDS,
 )
 async def report_store(args: StoreArgs, ctx: ToolContext) -> dict[str, Any]:
     user = user_of(args, ctx)
@@ -134,6 +135,7 @@ async def _ensure(caller: Caller, report_id: str, fmt: str) -> tuple[Any, dict[s
     title="Render a report",
     description="Render a saved Markdown report to .docx or .pdf (kept for download).",
     inject=("user_id",),
+    annotations=ADDS_ONCE,
 )
 async def report_render(args: RenderArgs, ctx: ToolContext) -> dict[str, Any]:
     _, file = await _ensure(caller_of(args, ctx), args.report_id, args.format)
@@ -145,6 +147,7 @@ async def report_render(args: RenderArgs, ctx: ToolContext) -> dict[str, Any]:
     title="Download link for a report",
     description="A download link for a report as md, docx or pdf (rendered on demand).",
     inject=("user_id",),
+    annotations=ADDS_ONCE,
 )
 async def report_export(args: RenderArgs, ctx: ToolContext) -> dict[str, Any]:
     row, file = await _ensure(caller_of(args, ctx), args.report_id, args.format)
@@ -172,7 +175,7 @@ def _list(conn: Connection, owner: str | None, limit: int, cursor: str | None) -
     if cursor:
         q = q.where(reports.c.id < cursor)
     rows = conn.execute(q).all()
-    return rows[:limit], rows[limit - 1].id if len(rows) > limit else None
+    return list(rows[:limit]), rows[limit - 1].id if len(rows) > limit else None
 
 
 @registry.tool(
@@ -181,6 +184,7 @@ def _list(conn: Connection, owner: str | None, limit: int, cursor: str | None) -
     description="The caller's reports, newest first.",
     agent=False,
     inject=("user_id",),
+    annotations=READS,
 )
 async def report_list(args: ReportListArgs, ctx: ToolContext) -> dict[str, Any]:
     rows, cursor = await runtime.get().db.read(_list, caller_of(args, ctx).scope, args.limit, args.cursor)
@@ -200,6 +204,7 @@ def _delete(conn: Connection, owner: str | None, report_id: str) -> Any:
     description="Delete a report with every rendered file of it.",
     agent=False,
     inject=("user_id",),
+    annotations=DELETES,
 )
 async def report_delete(args: ReportRefArgs, ctx: ToolContext) -> dict[str, Any]:
     rt = runtime.get()

@@ -5,10 +5,8 @@ from __future__ import annotations
 import codecs
 from pathlib import PurePosixPath
 
-from services.tools_py.parsing.docx import parse_docx
 from services.tools_py.parsing.html import parse_html
 from services.tools_py.parsing.markdown import parse_markdown, parse_plain
-from services.tools_py.parsing.pdf import parse_pdf
 from services.tools_py.parsing.types import ParsedDocument, ParseError, Section
 
 __all__ = ["FORMATS", "ParseError", "ParsedDocument", "Section", "detect_format", "parse_document"]
@@ -81,7 +79,7 @@ def parse_document(
     if fmt in ("pdf", "docx"):
         if data is None:
             raise ParseError(f"a {fmt} document must be sent as bytes, not text")
-        result = parse_pdf(data, fallback) if fmt == "pdf" else parse_docx(data, fallback)
+        result = _parse_binary(fmt, data, fallback)
     else:
         source = text if text is not None else _decode(data or b"")
         if fmt == "html":
@@ -93,3 +91,14 @@ def parse_document(
     if not result.title:
         result.title = "untitled"
     return result
+
+
+def _parse_binary(fmt: str, data: bytes, fallback: str) -> ParsedDocument:
+    # The PDF and Word readers are large: they load with the first such document, not with the service.
+    if fmt == "pdf":
+        from services.tools_py.parsing.pdf import parse_pdf
+
+        return parse_pdf(data, fallback)
+    from services.tools_py.parsing.docx import parse_docx
+
+    return parse_docx(data, fallback)

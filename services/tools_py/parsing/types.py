@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from shared.errors import AgentixError
+
 
 class Section(BaseModel):
     heading: str = ""
@@ -18,8 +20,11 @@ class ParsedDocument(BaseModel):
     sections: list[Section] = Field(default_factory=list)
 
 
-class ParseError(ValueError):
+class ParseError(AgentixError, ValueError):
     """The bytes are not a readable document of the claimed format."""
+
+    code = "bad_document"
+    http_status = 422
 
 
 def clean_sections(sections: list[Section]) -> list[Section]:

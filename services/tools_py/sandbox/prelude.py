@@ -108,7 +108,8 @@ def _main():
         # The user's traceback without this prelude's frame.
         import traceback
 
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+        frame = exc.__traceback__
+        traceback.print_exception(type(exc), exc, frame.tb_next if frame is not None else None)
         _exit(1, "")
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from shared.errors import AgentixError
+
 HERE = Path(__file__).resolve().parent
 LAUNCHER = HERE / "launcher.py"
 PRELUDE = (HERE / "prelude.py").read_text()
@@ -32,8 +34,11 @@ EXIT_VIOLATION = 91
 UID_RANGE = (200_000, 2_000_000)
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(AgentixError, RuntimeError):
     """This host cannot isolate code (no namespaces): running it would be unsafe."""
+
+    code = "sandbox_unavailable"
+    http_status = 503
 
 
 @dataclass(frozen=True)

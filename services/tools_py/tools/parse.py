@@ -16,7 +16,7 @@ from nats.js.errors import NotFoundError
 from pydantic import BaseModel, Field, model_validator
 
 from services.tools_py.parsing import ParsedDocument, ParseError, parse_document
-from services.tools_py.registry import registry
+from services.tools_py.registry import READS, registry
 from shared.bus.tools import ToolContext, ToolFailure
 
 MAX_BYTES = 50 * 1024 * 1024
@@ -50,6 +50,7 @@ class DocParseManyArgs(BaseModel):
     name="doc_parse",
     title="Parse a document",
     description="Extract the title, text and heading sections of a .txt, .md, .html, .pdf or .docx document.",
+    annotations=READS,
 )
 async def doc_parse(args: DocParseArgs, ctx: ToolContext) -> dict[str, Any]:
     data = await _bytes_of(args, ctx)
@@ -76,6 +77,7 @@ async def doc_parse(args: DocParseArgs, ctx: ToolContext) -> dict[str, Any]:
         "{ok: false, error: {code, message}} per document."
     ),
     agent=False,
+    annotations=READS,
 )
 async def doc_parse_many(args: DocParseManyArgs, ctx: ToolContext) -> dict[str, Any]:
     failures: dict[int, ToolFailure] = {}

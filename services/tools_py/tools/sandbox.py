@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from services.tools_py.config import SandboxSettings
-from services.tools_py.registry import registry
+from services.tools_py.registry import RUNS_CODE, registry
 from services.tools_py.sandbox import Limits, Sandbox, SandboxUnavailable
 from shared.bus.tools import ToolContext, ToolFailure
 
@@ -52,6 +52,7 @@ class CodeExecArgs(BaseModel):
         "exit code and, when a limit was hit or a forbidden operation attempted, `error`."
     ),
     high_risk=True,
+    annotations=RUNS_CODE,
 )
 async def code_exec(args: CodeExecArgs, ctx: ToolContext) -> dict[str, Any]:
     if args.language.strip().lower() not in ("python", "python3", "py"):

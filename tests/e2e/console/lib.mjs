@@ -1,7 +1,7 @@
 // Helpers for the console's browser tests: the system chromium through playwright-core, login,
 // screenshots, and a small API client for setup that the UI itself is not testing.
 
-import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +40,11 @@ export async function launch() {
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+/** An example workflow's JSON text from examples/. */
+export function example(name) {
+  return readFileSync(join(env.examples, name), 'utf8');
 }
 
 export class Failure extends Error {}
@@ -104,7 +109,7 @@ export async function apiClient() {
  */
 export async function ensureScriptedChain(api, alias = 'e2e-llm') {
   check(env.llmUrl, 'LLM_URL is not set');
-  const models = await api('/admin/models');
+  const models = (await api('/admin/models?limit=200')).items;
   const chain = await api('/admin/models/chain');
   const active = models.find((m) => m.name === chain.active);
   if (active && active.base_url === env.llmUrl && active.enabled) return active.name;

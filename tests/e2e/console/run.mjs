@@ -1,5 +1,6 @@
 // Runs console browser scenarios: `node run.mjs [name …]` (all when none given).
-// Env: CONSOLE_URL, CONSOLE_USER, CONSOLE_PASSWORD, LLM_URL, SCREENSHOT_DIR.
+// Env: CONSOLE_URL, CONSOLE_USER, CONSOLE_PASSWORD, LLM_URL, SCREENSHOT_DIR, and for `newcomer`
+// COLLEAGUE_USER / COLLEAGUE_TOKEN (a second, regular user).
 // Exit code 0 only when every scenario passed; the last line is "N passed, N failed".
 
 import { launch, shot, watchErrors } from './lib.mjs';

@@ -1,16 +1,16 @@
 // The console's browser scenarios. Each gets a fresh page (a fresh tab: its own sessionStorage),
 // works only through the UI except for setup that is not under test, and saves screenshots.
 
-import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { env, check, shot, login, apiClient, ensureScriptedChain, cuttableProxy, rand } from './lib.mjs';
+import { env, check, shot, login, apiClient, ensureScriptedChain, cuttableProxy, rand, example } from './lib.mjs';
+import { newcomer } from './newcomer.mjs';
+import { chain, parked } from './chain.mjs';
+import { mcp } from './mcp.mjs';
+import { chat, chat_queue, chat_stop, chat_reload } from './chat.mjs';
 
 const LONG = { timeout: 60000 };
-
-function example(name) {
-  return readFileSync(join(env.examples, name), 'utf8');
-}
 
 /** The token box's text without the blinking cursor or placeholder. */
 async function tokenText(page) {
@@ -373,4 +373,10 @@ export const scenarios = {
     }
     await narrow.close();
   },
+
+  newcomer, // in newcomer.mjs
+  chain, // in chain.mjs
+  parked, // in chain.mjs
+  mcp, // in mcp.mjs
+  chat, chat_queue, chat_stop, chat_reload, // in chat.mjs
 };

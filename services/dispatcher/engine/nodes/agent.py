@@ -1,12 +1,134 @@
-"""`agent`: one LLM turn loop (ReAct through the agent runner when the node has tools); with
-`evaluate`, the answer is evaluated and regenerated once if poor."""
+"""`agent`: system + prompt, then one model call — or the ReAct loop of the agent runner when the
+node has tools. With `evaluate`, the answer is evaluated (rules + judge + faithfulness to the
+retrieved chunks) and regenerated once if poor. A map body with an agent config runs the same."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any
 
-from services.dispatcher.engine.context import NodeContext, run_agent_body
+from services.dispatcher.engine.context import NodeContext, NodeError, NodeLLM
+from services.dispatcher.engine.spans import traced
+from services.dispatcher.harness.evaluate import EvalOutcome, Evaluator
+from services.dispatcher.llm.api import LLMRequest, LLMResult
+from shared.contract.dsl import AgentConfig
+
+DEFAULT_EVALUATOR = Evaluator()
 
 
 async def run(ctx: NodeContext) -> Any:
-    return await run_agent_body(ctx, ctx.node.config, "config", evaluate=ctx.node.config.evaluate)
+    return await run_agent_body(ctx, ctx.node.config, "config", evaluate=ctx.node.config.evaluate, resumable=True)
+
+
+async def run_agent_body(ctx: NodeContext, config: AgentConfig, prefix: str,
+                         extra: Mapping[str, Any] | None = None, *, stream: bool = True,
+                         evaluate: bool = False, resumable: bool = False) -> Any:
+    """An agent node (or a map body): system + prompt, then the model or the ReAct runner;
+    with `evaluate`, the answer is evaluated (and regenerated once if poor). `resumable`: the
+    node's own loop (not a map item's) keeps its progress and may park for a tool approval."""
+    messages: list[dict[str, Any]] = []
+    if config.system is not None:
+        messages.append({"role": "system", "content": ctx.render(f"{prefix}.system", extra)})
+    if config.history is not None:
+        messages.extend(history_messages(ctx.node.id, ctx.evaluate(f"{prefix}.history", extra)))
+    messages.append({"role": "user", "content": ctx.render(f"{prefix}.prompt", extra)})
+    request = LLMRequest(messages=messages, model=config.model or None, temperature=config.temperature,
+                         max_tokens=config.max_tokens, json_output=config.output == "json", stream=stream)
+    tools = await ctx.tools_for(config.tools)
+    if tools:
+        defaults = tool_defaults(ctx.render_tree(config.tool_defaults, f"{prefix}.tool_defaults", extra))
+        result = await ctx.run_agent(request, tools, config.max_steps, resumable=resumable, defaults=defaults)
+    else:
+        result = await ctx.complete(request, stream=stream)
+    if evaluate:
+        result = await evaluate_answer(ctx, request, result, stream=stream)
+    if config.output == "json":
+        return parse_json_output(ctx.node.id, result.text)
+    return result.text
+
+
+HISTORY_ROLES = frozenset({"user", "assistant", "system"})
+
+
+def tool_defaults(rendered: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The rendered `tool_defaults` without the values that came out empty (a template over an
+    input field that was not given): those arguments stay the model's to choose."""
+    kept = {tool: {arg: value for arg, value in args.items() if value not in (None, "")}
+            for tool, args in rendered.items()}
+    return {tool: args for tool, args in kept.items() if args}
+
+
+def history_messages(node_id: str, value: Any) -> list[dict[str, str]]:
+    """The `history` field's value as model messages: a list (or its JSON text) of
+    `{role, content}` with role user, assistant or system; anything else fails the node."""
+    if isinstance(value, str):
+        if not value.strip():
+            return []
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if value is None:
+        value = []
+    if not isinstance(value, list):
+        raise NodeError("template", f"node {node_id!r}: `history` must give a list of {{role, content}} messages")
+    out: list[dict[str, str]] = []
+    for index, item in enumerate(value):
+        role = item.get("role") if isinstance(item, Mapping) else None
+        content = item.get("content") if isinstance(item, Mapping) else None
+        if role not in HISTORY_ROLES or not isinstance(content, str):
+            raise NodeError("template", f"node {node_id!r}: `history[{index}]` is not a {{role, content}} message "
+                                        f"with role user, assistant or system")
+        out.append({"role": role, "content": content})
+    return out
+
+
+def parse_json_output(node_id: str, text: str) -> Any:
+    """An agent's `output: json`: the text (code fences allowed) must parse as JSON."""
+    body = text.strip()
+    if body.startswith("```"):
+        body = body.split("\n", 1)[1] if "\n" in body else ""
+        body = body.rsplit("```", 1)[0]
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise NodeError("bad_output", f"node {node_id!r}: the model's answer is not valid JSON ({exc})") from exc
+
+
+async def evaluate_answer(ctx: NodeContext, request: LLMRequest, result: LLMResult, *, stream: bool) -> LLMResult:
+    """`evaluate`: rules + judge + faithfulness to the retrieved chunks → `eval` event; a poor
+    answer is regenerated once with the critique (an `eval` event with grade poor comes
+    first, then the new answer's tokens, then the final `eval` with `regenerated`)."""
+    task_id, node_id = ctx.task.task_id, ctx.node.id
+    evaluator = ctx.shared.deps.evaluator or DEFAULT_EVALUATOR
+    llm = NodeLLM(traced(ctx.shared.deps.llm, task_id, node_id), ctx, count=True)
+
+    async def on_poor(first: EvalOutcome) -> None:
+        await ctx.emit(first.event(task_id, node_id))
+
+    events = ctx.stream_events(request.model) if stream else None
+    try:
+        final, outcome = await evaluator.run(
+            llm, request, result, chunks=retrieved_chunks(ctx), budget=ctx.shared.budget,
+            on_delta=events.delta if events is not None else None, on_poor=on_poor)
+    finally:
+        if events is not None:
+            await events.end()
+    ctx.evaluation = outcome
+    await ctx.emit(outcome.event(task_id, node_id))
+    return final
+
+
+def retrieved_chunks(ctx: NodeContext) -> list[str]:
+    """The chunk texts of the retrievers this node's templates read (its RAG context)."""
+    texts: list[str] = []
+    for ref in sorted(ctx.node.refs & ctx.shared.plan.retriever_ids):
+        value = ctx.shared.outputs.get(ref)
+        chunks = value.get("chunks") if isinstance(value, dict) else None
+        for chunk in chunks if isinstance(chunks, list) else []:
+            text = chunk.get("text") if isinstance(chunk, dict) else None
+            if isinstance(text, str) and text.strip():
+                texts.append(text)
+    return texts
+

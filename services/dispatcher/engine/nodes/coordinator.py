@@ -13,7 +13,9 @@ import asyncio
 from contextvars import ContextVar
 from typing import Any
 
-from services.dispatcher.engine.context import NodeContext, NodeError, gather_all, parse_json_output
+from services.dispatcher.engine.context import NodeContext, NodeError
+from services.dispatcher.engine.gather import gather_all
+from services.dispatcher.engine.nodes.agent import parse_json_output
 from services.dispatcher.llm.api import BudgetExceeded, LLMError, LLMRequest
 from shared.contract.dsl import CoordinatorConfig, Expert
 from shared.contract.events import ExpertEndEvent, ExpertStartEvent

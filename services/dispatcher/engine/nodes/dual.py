@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.dispatcher.engine.context import NodeContext, gather_all
+from services.dispatcher.engine.context import NodeContext
+from services.dispatcher.engine.gather import gather_all
 from services.dispatcher.llm.api import LLMRequest
 from shared.contract.dsl import DualConfig
 

@@ -8,7 +8,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from services.dispatcher.engine.context import NodeContext, NodeError, gather_all, run_agent_body, run_tool_body
+from services.dispatcher.engine.context import NodeContext, NodeError
+from services.dispatcher.engine.gather import gather_all
+from services.dispatcher.engine.nodes.agent import run_agent_body
+from services.dispatcher.engine.nodes.tool import run_tool_body
 from services.dispatcher.llm.api import BudgetExceeded, LLMError
 from shared.contract.dsl import MapAgentBody
 

@@ -138,6 +138,41 @@ export function layoutDag(nodes, edges) {
   };
 }
 
+// Vertical distance between two stacked edge labels: more than the 11px label's line box.
+export const LABEL_STEP = 16;
+
+/**
+ * Where the handle labels of a node's outgoing edges go (`true`/`false` of a branch, a router's
+ * routes). All of a node's edges leave from one port, so labels drawn at the port overlap
+ * ("tfrue"): instead there is one label per handle, even when several edges share it, stacked
+ * in a column just right of the port, ordered like the edges they name (top to bottom),
+ * LABEL_STEP apart; a lone label sits just above its edge. Pure: [{source, handle, x, y}],
+ * where (x, y) is the left end and vertical centre of the text.
+ */
+export function edgeLabels(edges) {
+  const bySource = new Map();
+  for (const e of edges) {
+    if (!e.handle) continue;
+    const handles = bySource.get(e.source) || new Map();
+    bySource.set(e.source, handles);
+    const aim = e.points[Math.min(1, e.points.length - 1)][1]; // where the edge heads first
+    const group = handles.get(e.handle) || { handle: e.handle, port: e.points[0], aims: [] };
+    group.aims.push(aim);
+    handles.set(e.handle, group);
+  }
+  const out = [];
+  for (const [source, handles] of bySource) {
+    const mean = (g) => g.aims.reduce((a, b) => a + b, 0) / g.aims.length;
+    const groups = [...handles.values()].sort((a, b) => mean(a) - mean(b) || a.handle.localeCompare(b.handle));
+    const [x, y] = groups[0].port;
+    groups.forEach((g, i) => {
+      const offset = groups.length === 1 ? -LABEL_STEP / 2 : (i - (groups.length - 1) / 2) * LABEL_STEP;
+      out.push({ source, handle: g.handle, x: x + 8, y: y + offset });
+    });
+  }
+  return out;
+}
+
 function link(vertices, a, b) {
   vertices.get(a).down.push(b);
   vertices.get(b).up.push(a);
@@ -166,6 +201,8 @@ function s(tag, attrs = {}, ...children) {
 export const STATUS_MARK = {
   pending: '○', running: '◐', done: '✓', skipped: '⤼', failed: '✗', waiting: '‖', cancelled: '■',
 };
+
+const LABEL_CHARS = 9; // what fits in the gap between two columns at the label's size
 
 function clip(text, max) {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
@@ -196,11 +233,15 @@ export function drawDag(dsl, { onSelect = () => {}, label = 'Workflow graph' } =
   for (const e of lay.edges) {
     const g = s('g', { class: 'edge', 'data-source': e.source, 'data-target': e.target });
     g.append(s('path', { d: pathThrough(e.points), 'marker-end': 'url(#arrow)' }));
-    if (e.handle) {
-      const [x, y] = e.points[0];
-      g.append(s('text', { x: x + 6, y: y - 5, class: 'edge-label' }, e.handle));
-    }
     edgeLayer.append(g);
+  }
+  // Labels after every edge, so no line is drawn over a label.
+  for (const l of edgeLabels(lay.edges)) {
+    // Clipped so a long route name does not run into the next column of nodes.
+    const shown = clip(l.handle, LABEL_CHARS);
+    edgeLayer.append(s('text', {
+      x: l.x, y: l.y, class: 'edge-label', 'dominant-baseline': 'central', 'data-source': l.source, 'data-handle': l.handle,
+    }, shown, ...(shown === l.handle ? [] : [s('title', {}, l.handle)])));
   }
   svg.append(edgeLayer);
   const els = new Map();

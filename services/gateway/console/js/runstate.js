@@ -4,6 +4,8 @@
 
 const LOG_LIMIT = 400;
 const STORE_PREFIX = 'agentix.run.';
+// Streamed pieces (text, reasoning, a tool call's arguments): shown in their node, not in the event log.
+const STREAMED = new Set(['token', 'thinking.start', 'thinking.delta', 'thinking.end', 'tool.input']);
 
 export function initialState(taskId) {
   return {
@@ -78,7 +80,7 @@ export function applyEvent(state, { id, event, data }) {
     state.lastN = Math.max(state.lastN ?? -1, data.n);
   }
   const nid = data.node_id;
-  if (event !== 'token' && event !== 'thinking') {
+  if (!STREAMED.has(event)) {
     state.log.push({ id: String(id ?? ''), ts: data.ts, type: event, node: nid || null, text: summary(event, data) });
     if (state.log.length > LOG_LIMIT) state.log.splice(0, state.log.length - LOG_LIMIT);
   }
@@ -94,6 +96,8 @@ export function applyEvent(state, { id, event, data }) {
         state.output = undefined;
       }
       if (data.status !== 'waiting') state.waitingNode = null;
+      // A parked task (`waiting`) says what it spent so far; `done` brings the total later.
+      if (data.usage) state.usage = data.usage;
       break;
     case 'node.start': {
       const n = node(state, nid);
@@ -119,7 +123,7 @@ export function applyEvent(state, { id, event, data }) {
     case 'token':
       node(state, nid).text += data.text || '';
       break;
-    case 'thinking':
+    case 'thinking.delta':
       node(state, nid).thinking += data.text || '';
       break;
     case 'tool.call':

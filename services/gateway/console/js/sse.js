@@ -4,7 +4,7 @@
 
 import { API, authHeaders, checked, ApiError } from './api.js';
 
-const WATCHDOG_MS = 30000; // the server sends `: ping` at least every 10 s
+const WATCHDOG_MS = 30000; // the server sends a `heartbeat` event every 10 s
 const MAX_BACKOFF_MS = 10000;
 
 /** Incremental parser of the text/event-stream format (WHATWG HTML §9.2). */
@@ -86,6 +86,7 @@ export function followStream(path, { after = null, onEvent, onState = () => {} }
     const parser = new SseParser((msg) => {
       let data;
       try { data = JSON.parse(msg.data); } catch { data = { raw: msg.data }; }
+      if (msg.event === 'heartbeat') return; // the connection lives: not an event of the task
       if (msg.id !== null) lastId = msg.id;
       if (msg.event === 'done') finished = true;
       onEvent({ id: msg.id, event: msg.event, data });

@@ -87,11 +87,29 @@ export function errorBox(err) {
   return h('div', { class: 'error', role: 'alert' },
     h('strong', {}, err instanceof ApiError && err.status ? `${err.status} ${err.problem.title || 'Error'}: ` : 'Error: '),
     detail,
-    items.length ? h('ul', {}, items.map((e) => h('li', {},
-      e.code ? h('code', {}, e.code) : null, ' ',
-      e.node_id ? `node ${e.node_id}: ` : '', e.edge_index !== undefined ? `edge ${e.edge_index}: ` : '',
-      e.field ? `${e.field}: ` : '', e.message || ''))) : null,
+    items.length ? h('ul', {}, items.map((e) => h('li', {}, e.code ? h('code', {}, e.code) : null, ' ', problemItemText(e)))) : null,
     err instanceof ApiError && err.requestId ? h('div', { class: 'muted small' }, `request ${err.requestId}`) : null);
+}
+
+/**
+ * One problem item as a sentence: where (node, edge, field, position), then the message. A
+ * place the message already names is not said twice ("node b: config.prompt: node 'b':
+ * config.prompt: required" reads "node 'b': config.prompt: required").
+ */
+export function problemItemText(e) {
+  const message = e.message || '';
+  const says = (text) => message.includes(text);
+  const has = (v) => v !== undefined && v !== null && v !== '';
+  // A DSL error that names its node or edge is about that place: its field is said with it.
+  const namesNode = has(e.node_id) && says(`'${e.node_id}'`);
+  const namesEdge = has(e.edge_index) && says(`[${e.edge_index}]`);
+  const where = [
+    has(e.node_id) && !namesNode ? `node ${e.node_id}` : null,
+    has(e.edge_index) && !namesEdge ? `edge ${e.edge_index}` : null,
+    has(e.field) && !namesNode && !namesEdge && !says(`${e.field}:`) ? e.field : null,
+    has(e.position) && !says(`character ${e.position}`) ? `at character ${e.position}` : null,
+  ].filter(Boolean);
+  return where.length ? `${where.join(', ')}: ${message}` : message;
 }
 
 let toastHost = null;

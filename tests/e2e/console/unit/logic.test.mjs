@@ -1,5 +1,6 @@
 // The console's pure logic, without a browser: SSE parsing across chunk boundaries, the run
-// state's at-most-once folding, the DAG layout and the prompt diff. `node --test unit/`.
+// state's at-most-once folding, the DAG layout, the prompt diff and the chain editor's choices.
+// `node --test unit/`.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,8 +8,10 @@ import assert from 'node:assert/strict';
 const CONSOLE = new URL('../../../../services/gateway/console/js/', import.meta.url);
 const { SseParser } = await import(new URL('sse.js', CONSOLE));
 const { initialState, applyEvent } = await import(new URL('runstate.js', CONSOLE));
-const { layoutDag, NODE_H } = await import(new URL('dag.js', CONSOLE));
+const { layoutDag, edgeLabels, NODE_H, LABEL_STEP } = await import(new URL('dag.js', CONSOLE));
 const { diffLines } = await import(new URL('diff.js', CONSOLE));
+const { problemItemText } = await import(new URL('ui.js', CONSOLE));
+const { chainChoices } = await import(new URL('views/models.js', CONSOLE));
 
 const STREAM = ': ping\r\n\r\nid: 7\r\nevent: token\r\ndata: {"node_id":"a","text":"Hel"}\r\n\r\n'
   + 'id: 9\nevent: token\ndata: {"node_id":"a",\ndata: "text":"lo"}\n\n'
@@ -66,6 +69,29 @@ test('approval, tool calls and done fold into the state', () => {
   assert.deepEqual(s.output, { out: 1 });
 });
 
+test('a parked task shows the usage its waiting status carries, then the total of done', () => {
+  const s = initialState('t_3');
+  let id = 0;
+  const put = (event, data) => applyEvent(s, { id: String(++id), event, data: { task_id: 't_3', ...data } });
+  const spent = { prompt_tokens: 14, completion_tokens: 28, cost: 0, models: ['offline'] };
+  put('node.end', { node_id: 'draft', status: 'done', duration_ms: 4, usage: spent });
+  put('approval.request', { node_id: 'review', message: 'Publish?' });
+  put('status', { status: 'waiting', usage: spent });
+  assert.deepEqual(s.usage, spent);
+  put('status', { status: 'running' }); // the resumed run's status carries none: keep what we have
+  assert.deepEqual(s.usage, spent);
+  put('done', { status: 'done', output: { out: 'x' }, usage: { ...spent, completion_tokens: 30 } });
+  assert.equal(s.usage.completion_tokens, 30);
+});
+
+test('the chain editor offers the built-in offline model besides the stored ones', () => {
+  const stored = [{ name: 'gpt' }, { name: 'local' }];
+  assert.deepEqual(chainChoices(stored, []), [['gpt', 'gpt'], ['local', 'local'], ['offline', 'offline (built-in)']]);
+  assert.deepEqual(chainChoices(stored, ['local', 'offline']), [['gpt', 'gpt']]);
+  // A stored model named `offline` is listed once, as what it is.
+  assert.deepEqual(chainChoices([{ name: 'offline' }], []), [['offline', 'offline']]);
+});
+
 test('the layered layout puts every edge left to right and no two nodes on top of each other', () => {
   const nodes = ['in', 'route', 'facts', 'risks', 'note', 'merge', 'out', 'out_note'].map((id) => ({ id }));
   const edges = [['in', 'route'], ['route', 'facts'], ['route', 'risks'], ['route', 'note'], ['facts', 'merge'],
@@ -84,8 +110,45 @@ test('the layered layout puts every edge left to right and no two nodes on top o
   assert.ok(placed.every((p) => p.x >= 0 && p.y >= 0 && p.x + p.w <= lay.width && p.y + p.h <= lay.height));
 });
 
+test('edge labels: one per handle, ordered like their edges, never on top of each other', () => {
+  const nodes = ['in', 'route', 'facts', 'risks', 'note', 'pick', 'a', 'b', 'c'].map((id) => ({ id }));
+  const edges = [['in', 'route'], ['route', 'facts', 'true'], ['route', 'risks', 'true'], ['route', 'note', 'false'],
+    ['in', 'pick'], ['pick', 'a', 'alpha'], ['pick', 'b', 'beta'], ['pick', 'c', 'gamma']]
+    .map(([source, target, sourceHandle]) => ({ source, target, sourceHandle }));
+  const lay = layoutDag(nodes, edges);
+  const labels = edgeLabels(lay.edges);
+  assert.deepEqual(labels.filter((l) => l.source === 'route').map((l) => l.handle).sort(), ['false', 'true']);
+  assert.equal(labels.filter((l) => l.source === 'pick').length, 3);
+  for (const source of ['route', 'pick']) {
+    const mine = labels.filter((l) => l.source === source);
+    const aim = (handle) => Math.min(...lay.edges.filter((e) => e.source === source && e.handle === handle).map((e) => e.points[1][1]));
+    const byLabel = [...mine].sort((x, y) => x.y - y.y).map((l) => l.handle);
+    assert.deepEqual(byLabel, [...byLabel].sort((x, y) => aim(x) - aim(y)), `${source}: labels in the order of their edges`);
+  }
+  for (let i = 0; i < labels.length; i += 1) {
+    for (let j = i + 1; j < labels.length; j += 1) {
+      const [p, q] = [labels[i], labels[j]];
+      if (Math.abs(p.x - q.x) < 70) assert.ok(Math.abs(p.y - q.y) >= LABEL_STEP, `${p.source}.${p.handle} overlaps ${q.source}.${q.handle}`);
+    }
+  }
+  const lone = edgeLabels([{ source: 'x', target: 'y', handle: 'ok', points: [[10, 50], [90, 50]] }]);
+  assert.ok(lone[0].y < 50, 'a lone label sits above its edge');
+});
+
 test('the line diff keeps common lines and marks the changed ones', () => {
   const d = diffLines('a\nb\nc\nd', 'a\nx\nc\nd\ne');
   assert.deepEqual(d.map((l) => `${l.op}${l.text}`), [' a', '-b', '+x', ' c', ' d', '+e']);
   assert.deepEqual(diffLines('same', 'same').map((l) => l.op), [' ']);
+});
+
+test('a problem item says where once, then what', () => {
+  const say = problemItemText;
+  assert.equal(say({ node_id: 'b', field: 'config.prompt', message: "node 'b': config.prompt: required" }), "node 'b': config.prompt: required");
+  assert.equal(say({ node_id: 'a', field: 'nodes[0].kind', message: "node 'a': kind 'wat' is unknown" }), "node 'a': kind 'wat' is unknown");
+  assert.equal(say({ edge_index: 0, field: 'target', message: "edges[0]: target 'zz' is not a node" }), "edges[0]: target 'zz' is not a node");
+  assert.equal(say({ field: 'dsl', message: 'Field required' }), 'dsl: Field required');
+  assert.equal(say({ field: 'a', message: 'Input should be a valid integer' }), 'a: Input should be a valid integer');
+  assert.equal(say({ node_id: 'x', message: 'unreachable' }), 'node x: unreachable');
+  assert.equal(say({ position: 25, message: 'JSON decode error' }), 'at character 25: JSON decode error');
+  assert.equal(say({ position: 25, message: 'JSON decode error at character 25: Expecting value' }), 'JSON decode error at character 25: Expecting value');
 });

@@ -16,7 +16,7 @@ export default {
         { name: 'route', label: 'Route or target', placeholder: 'e.g. /admin/models', match: (r, v) => contains('route')(r, v) || contains('target')(r, v) },
       ],
       columns: [
-        { label: 'When', cell: (r) => fmtTime(r.ts) },
+        { label: 'When', class: 'time', cell: (r) => fmtTime(r.ts) },
         { label: 'User', cell: (r) => r.user_id || '—' },
         { label: 'Method', cell: (r) => h('code', {}, r.method) },
         { label: 'Route', class: 'wrap', cell: (r) => h('code', {}, r.route) },

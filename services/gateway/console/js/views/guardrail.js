@@ -16,7 +16,7 @@ export default {
         { name: 'q', label: 'Rule or reason', match: (r, v) => contains('rule')(r, v) || contains('reason')(r, v) },
       ],
       columns: [
-        { label: 'When', cell: (r) => fmtTime(r.ts) },
+        { label: 'When', class: 'time', cell: (r) => fmtTime(r.ts) },
         { label: 'Tier', class: 'num', cell: (r) => r.tier },
         { label: 'Action', cell: (r) => badge(r.action, r.action) },
         { label: 'Rule', cell: (r) => h('code', {}, r.rule || '—') },

@@ -1,4 +1,4 @@
-import { api } from '../api.js';
+import { api, session } from '../api.js';
 import { navigate } from '../app.js';
 import { h, clear, busy, empty, errorBox, field, fmtTime, table, toast } from '../ui.js';
 
@@ -31,27 +31,35 @@ export default {
       });
     });
 
+    // An admin lists every user's KBs: the owner column says whose each is. Names are unique
+    // only per user, so another user's KB is opened by its id.
+    const me = session.user || {};
+    const own = (k) => !k.user_id || k.user_id === me.name;
+    const ref = (k) => (own(k) ? k.name : k.id);
+
     async function load() {
       const items = kbItems(await api('/kb'));
       clear(listBox, items.length
         ? table([
-          { label: 'Name', cell: (k) => h('a', { href: `/console/kb/${encodeURIComponent(k.name)}` }, k.name) },
+          { label: 'Name', cell: (k) => h('a', { href: `/console/kb/${encodeURIComponent(ref(k))}` }, k.name) },
+          me.admin ? { label: 'Owner', cell: (k) => (own(k) ? h('span', {}, k.user_id || me.name, ' ', h('span', { class: 'muted small' }, '(you)')) : k.user_id) } : null,
           { label: 'Description', class: 'wrap', cell: (k) => k.description || '—' },
           { label: 'Documents', class: 'num', cell: (k) => k.documents ?? k.document_count ?? '—' },
-          { label: 'Created', cell: (k) => fmtTime(k.created_at) },
+          { label: 'Created', class: 'time', cell: (k) => fmtTime(k.created_at) },
           { label: 'Actions', cell: (k) => h('button', {
             type: 'button', class: 'small danger',
+            'aria-label': `Delete ${k.name}${own(k) ? '' : ` of ${k.user_id}`}`,
             onclick: (ev) => {
-              if (!window.confirm(`Delete ${k.name} with all its documents?`)) return;
-              busy(ev.currentTarget, async () => { await api(`/kb/${encodeURIComponent(k.name)}`, { method: 'DELETE' }); toast(`${k.name} deleted.`, 'ok'); await load(); });
+              if (!window.confirm(`Delete ${k.name}${own(k) ? '' : ` (owned by ${k.user_id})`} with all its documents?`)) return;
+              busy(ev.currentTarget, async () => { await api(`/kb/${encodeURIComponent(ref(k))}`, { method: 'DELETE' }); toast(`${k.name} deleted.`, 'ok'); await load(); });
             },
           }, 'Delete') },
-        ], items, { caption: 'Knowledge bases', rowAttrs: (k) => ({ 'data-kb': k.name }) })
+        ].filter(Boolean), items, { caption: 'Knowledge bases', rowAttrs: (k) => ({ 'data-kb': k.name, 'data-owner': k.user_id || me.name }) })
         : empty('No knowledge base yet. Create one, then upload documents to it.'));
     }
 
     main.append(h('div', { class: 'page-head' }, h('h1', {}, 'Knowledge bases')), problem,
-      h('section', { class: 'panel' }, h('h2', {}, 'Your knowledge bases'), listBox), form);
+      h('section', { class: 'panel' }, h('h2', {}, me.admin ? 'All knowledge bases' : 'Your knowledge bases'), listBox), form);
     load().catch((err) => clear(problem, errorBox(err)));
   },
 };

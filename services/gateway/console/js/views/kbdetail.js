@@ -4,6 +4,7 @@
 import { api } from '../api.js';
 import { h, clear, badge, busy, empty, errorBox, field, fmtNum, fmtTime, pager, select, table, toast } from '../ui.js';
 import { followStream } from '../sse.js';
+import { kbItems } from './kb.js';
 
 /** Overall percent from an ingestion progress event (queued → parse → index → done). */
 export function percentOf(stage, done, total) {
@@ -54,7 +55,7 @@ export default {
             { label: 'Status', cell: (d) => badge(d.status || '—', d.status === 'ready' ? 'ok' : d.status) },
             { label: 'Chunks', class: 'num', cell: (d) => fmtNum(d.chunks ?? d.chunk_count) },
             { label: 'Size', class: 'num', cell: (d) => (d.size_bytes ?? d.size ? `${fmtNum(d.size_bytes ?? d.size)} B` : '—') },
-            { label: 'Added', cell: (d) => fmtTime(d.created_at) },
+            { label: 'Added', class: 'time', cell: (d) => fmtTime(d.created_at) },
             { label: 'Actions', cell: (d) => h('button', {
               type: 'button', class: 'small danger',
               onclick: (ev) => {
@@ -187,8 +188,16 @@ export default {
       });
     });
 
+    const heading = h('h1', {}, 'Knowledge base ', h('code', {}, kb));
+    // An admin opens another user's KB by id (names are unique per user only): name it and its owner.
+    if (/^kb_[0-9a-f]{20}$/.test(kb)) {
+      api('/kb').then((body) => {
+        const found = kbItems(body).find((k) => k.id === kb);
+        if (found) clear(heading, 'Knowledge base ', h('code', {}, found.name), ' ', h('span', { class: 'muted small', 'data-testid': 'kb-owner' }, `of ${found.user_id}`));
+      }).catch(() => { /* the id alone still says which KB this is */ });
+    }
     main.append(
-      h('div', { class: 'page-head' }, h('h1', {}, 'Knowledge base ', h('code', {}, kb)), h('a', { href: '/console/kb' }, 'All knowledge bases')),
+      h('div', { class: 'page-head' }, heading, h('a', { href: '/console/kb' }, 'All knowledge bases')),
       problem,
       h('div', { class: 'grid-2' },
         h('section', { class: 'panel', 'aria-labelledby': 'kb-up' }, h('h2', { id: 'kb-up' }, 'Upload'), uploadForm, uploads),

@@ -29,6 +29,21 @@ function modelBody(m, changes = {}) {
   return body;
 }
 
+// The model built into every dispatcher: it can be chained without a stored model of that name.
+export const OFFLINE_MODEL = 'offline';
+const BUILT_IN_HELP = 'the AGENTIX_LLM_* endpoint the dispatchers were started with, else the offline model';
+
+/**
+ * The choices for adding a model to the draft chain: stored models not in it yet, and the
+ * built-in offline model (unless the draft has it, or a stored model takes its name).
+ */
+export function chainChoices(models, draft) {
+  const names = new Set(models.map((m) => m.name));
+  const choices = models.filter((m) => !draft.includes(m.name)).map((m) => [m.name, m.name]);
+  if (!names.has(OFFLINE_MODEL) && !draft.includes(OFFLINE_MODEL)) choices.push([OFFLINE_MODEL, `${OFFLINE_MODEL} (built-in)`]);
+  return choices;
+}
+
 function numberOrNull(v) {
   return v === '' || v === null || v === undefined ? null : Number(v);
 }
@@ -114,8 +129,8 @@ export default {
     const dirty = () => state.draft && JSON.stringify(state.draft) !== JSON.stringify(chainNames());
 
     async function load() {
-      const [models, chain] = await Promise.all([api('/admin/models'), api('/admin/models/chain')]);
-      state.models = Array.isArray(models) ? models : models.items || [];
+      const [models, chain] = await Promise.all([api('/admin/models', { query: { limit: 200 } }), api('/admin/models/chain')]);
+      state.models = models.items;
       state.chain = { revision: chain.revision || 0, active: chain.active || null, fallbacks: chain.fallbacks || [] };
       if (!dirty()) state.draft = chainNames();
       if (!state.target && state.chain.revision) state.target = { revision: state.chain.revision, at: null };
@@ -180,45 +195,82 @@ export default {
             h('button', { type: 'button', class: 'small', 'data-action': 'front', 'aria-label': `Move ${m.name} to the front of the chain`, onclick: () => moveToFront(m.name) }, 'Move to front'),
             h('button', { type: 'button', class: 'small danger', onclick: (ev) => remove(m, ev.currentTarget) }, 'Delete')) },
         ], state.models, { caption: 'Models', rowAttrs: (m) => ({ 'data-model': m.name }) })
-        : empty('No model configured yet. Tasks use the built-in offline model until you add one.',
+        : empty(`No model configured yet. Tasks use the dispatchers' built-in model (${BUILT_IN_HELP}) until you chain one.`,
           h('button', { type: 'button', class: 'primary', onclick: () => modelForm(null, afterModelChange) }, 'Add a model')));
+    }
+
+    /** PUT the chain (`active: null` clears it), then watch the dispatchers apply it. */
+    async function putChain(active, fallbacks) {
+      const out = await api('/admin/models/chain', { method: 'PUT', body: { active, fallbacks } });
+      state.chain = { revision: out.revision, active: out.active || null, fallbacks: out.fallbacks || [] };
+      state.draft = chainNames();
+      watch(out.revision);
+      draw();
+      return out;
+    }
+
+    function confirmClear() {
+      const problem = h('div');
+      const yes = h('button', { type: 'button', class: 'danger solid', 'data-action': 'confirm-clear' }, 'Clear chain');
+      const body = h('div', { class: 'body' },
+        h('p', {}, 'Every dispatcher stops using ', h('strong', {}, chainNames().join(' → ')),
+          ' for new tasks and goes back to its built-in model: ', BUILT_IN_HELP, '.'),
+        h('p', { class: 'muted small' }, 'Running tasks keep the chain they started with. The models stay configured; you can chain them again later.'),
+        problem,
+        h('div', { class: 'actions' }, yes, h('button', { type: 'button', onclick: () => dlg.close() }, 'Cancel')));
+      const dlg = dialog('Clear the failover chain?', body);
+      yes.addEventListener('click', () => busy(yes, async () => {
+        try {
+          const out = await putChain(null, []);
+          dlg.close();
+          toast(`Chain cleared (revision ${out.revision}): the built-in model answers.`, 'ok');
+        } catch (err) {
+          clear(problem, errorBox(err));
+        }
+      }));
     }
 
     function drawChain() {
       const draft = state.draft || [];
-      const known = new Set(state.models.map((m) => m.name));
-      const addable = state.models.filter((m) => !draft.includes(m.name));
+      const known = new Set([OFFLINE_MODEL, ...state.models.map((m) => m.name)]);
+      const addable = chainChoices(state.models, draft);
       const move = (i, j) => {
         const d = [...draft];
         [d[i], d[j]] = [d[j], d[i]];
         state.draft = d;
         drawChain();
       };
-      const addSel = select([['', 'Add a fallback…'], ...addable.map((m) => [m.name, m.name])], '', { 'aria-label': 'Add a model to the chain' });
+      const addSel = select([['', draft.length ? 'Add a fallback…' : 'Choose the active model…'], ...addable], '', { 'aria-label': 'Add a model to the chain' });
       const saveBtn = h('button', { type: 'button', class: 'primary', disabled: !dirty() || !draft.length, 'data-action': 'save-chain' }, 'Save chain');
       saveBtn.addEventListener('click', () => busy(saveBtn, async () => {
         const [active, ...fallbacks] = draft;
-        const out = await api('/admin/models/chain', { method: 'PUT', body: { active, fallbacks } });
-        state.chain = { revision: out.revision, active: out.active, fallbacks: out.fallbacks || [] };
-        state.draft = chainNames();
-        watch(out.revision);
+        const out = await putChain(active, fallbacks);
         toast(`Chain saved (revision ${out.revision}).`, 'ok');
-        draw();
       }));
+      // Clearing is its own action, confirmed: an emptied draft is not saved by "Save chain".
+      const clearBtn = h('button', {
+        type: 'button', class: 'danger', 'data-action': 'clear-chain', disabled: !state.chain.active,
+        title: state.chain.active ? `Go back to the built-in model: ${BUILT_IN_HELP}` : 'No chain is set',
+      }, 'Clear chain — use the built-in model');
+      clearBtn.addEventListener('click', confirmClear);
       clear(chainBox,
         draft.length
           ? h('ol', { class: 'chain', 'aria-label': 'Failover chain, first is active' }, draft.map((name, i) => h('li', { 'data-name': name },
             h('span', { class: 'pos' }, `${i + 1}.`),
             h('span', { class: 'name' }, name, ' ', i === 0 ? badge('active', 'active') : h('span', { class: 'muted small' }, 'fallback'),
+              name === OFFLINE_MODEL && !state.models.some((m) => m.name === name) ? [' ', badge('built-in', 'disabled')] : null,
               known.has(name) ? null : badge('unknown model', 'error')),
             h('button', { type: 'button', class: 'small', disabled: i === 0, 'aria-label': `Move ${name} up`, onclick: () => move(i, i - 1) }, '↑'),
             h('button', { type: 'button', class: 'small', disabled: i === draft.length - 1, 'aria-label': `Move ${name} down`, onclick: () => move(i, i + 1) }, '↓'),
             h('button', { type: 'button', class: 'small danger', 'aria-label': `Remove ${name} from the chain`, onclick: () => { state.draft = draft.filter((n) => n !== name); drawChain(); } }, 'Remove'))))
-          : empty('No chain set: tasks use the built-in offline model.'),
+          : empty(state.chain.active
+            ? 'The draft is empty: add a model, or use “Clear chain” to go back to the built-in model.'
+            : `No chain set: tasks use the dispatchers' built-in model (${BUILT_IN_HELP}).`),
         h('div', { class: 'actions' },
           addable.length ? addSel : null,
           saveBtn,
           h('button', { type: 'button', disabled: !dirty(), onclick: () => { state.draft = chainNames(); drawChain(); } }, 'Revert'),
+          clearBtn,
           dirty() ? badge('unsaved changes', 'warn') : h('span', { class: 'muted small' }, `revision ${state.chain.revision}`)));
       addSel.addEventListener('change', () => {
         if (addSel.value) { state.draft = [...draft, addSel.value]; drawChain(); }

@@ -36,8 +36,8 @@ export default {
     const current = () => state.prompts.find((p) => p.name === state.selected);
 
     async function load() {
-      const body = await api('/admin/prompts');
-      state.prompts = Array.isArray(body) ? body : body.items || [];
+      const body = await api('/admin/prompts', { query: { limit: 200 } });
+      state.prompts = body.items;
       if (!current() && state.prompts.length) state.selected = state.prompts[0].name;
       const p = current();
       if (p && p.versions.length) {

@@ -20,7 +20,7 @@ export default {
           ? table([
             { label: 'Task', cell: (t) => h('a', { href: `/console/runs/${encodeURIComponent(t.id)}` }, h('code', {}, t.id)) },
             { label: 'State', cell: (t) => badge(t.status) },
-            { label: 'Created', cell: (t) => fmtTime(t.created_at) },
+            { label: 'Created', class: 'time', cell: (t) => fmtTime(t.created_at) },
             { label: 'Duration', class: 'num', cell: (t) => (t.started_at ? fmtMs(durationOf(t.started_at, t.finished_at)) : '—') },
             { label: 'Tokens', class: 'num', cell: (t) => fmtNum((t.usage?.prompt_tokens || 0) + (t.usage?.completion_tokens || 0)) },
             { label: 'Cost', class: 'num', cell: (t) => fmtCost(t.usage?.cost) },

@@ -53,7 +53,7 @@ function render(parts, data, fetchedAt) {
       { label: 'Service', cell: (r) => h('strong', {}, r.service) },
       { label: 'Instance', cell: (r) => h('code', {}, r.instance) },
       { label: 'Version', cell: (r) => r.version || '—' },
-      { label: 'Started', cell: (r) => fmtTime(r.started_at) },
+      { label: 'Started', class: 'time', cell: (r) => fmtTime(r.started_at) },
       { label: 'Heartbeat age', class: 'num', cell: (r) => h('span', { class: 'age', 'data-instance': r.instance }, fmtAge(liveAge(r, fetchedAt))) },
       { label: 'Load', class: 'num', cell: (r) => (r.load ? `${r.load.inflight ?? 0} running · ${r.load.done ?? 0} done` : '—') },
       { label: 'State', cell: (r) => h('span', { class: 'state', 'data-instance': r.instance }, isStale(r, fetchedAt) ? badge('stale', 'stale') : badge('healthy', 'healthy')) },

@@ -1,10 +1,10 @@
-"""The control-plane view of the model layer: the current chain, pricing and prompts.
+"""The model chain, pricing and prompts as the control plane last set them (hot-swappable).
 
 The dispatcher feeds `ModelControl.apply` from the control KV watcher
 (`ControlPlane(bus).watch(control.apply)`); values are applied idempotently by revision.
 A task pins a `PinnedConfig` snapshot when it starts, so a hot swap applies to later tasks only.
 
-Keys: `models.chain` (ModelChain), `models.pricing` or `pricing` (Pricing), `prompts.<name>`
+Keys (`shared.contract.control_keys`): the chain (ModelChain), pricing (Pricing), `prompts.<name>`
 (PromptVersion). Other keys in the bucket (e.g. `breakers.*`) are not ours and are ignored.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shared.contract.control_keys import CHAIN_KEY, PRICING_KEYS, PROMPT_PREFIX
 from shared.contract.models import (
     OFFLINE_MODEL,
     ModelChain,
@@ -26,12 +27,9 @@ from shared.contract.models import (
     PromptVersion,
 )
 from shared.secrets import encrypt_secret
-from shared.settings import Settings
+from shared.settings import DispatcherSettings
 
-log = logging.getLogger("agentix.llm.control")
-CHAIN_KEY = "models.chain"
-PRICING_KEYS = ("models.pricing", "pricing")
-PROMPT_PREFIX = "prompts."
+log = logging.getLogger("agentix.llm.chain_config")
 DEFAULT_MODEL = "gpt-4o-mini"
 HISTORY = 16  # chain revisions remembered for resumed tasks
 
@@ -40,7 +38,7 @@ def offline_config() -> ModelConfig:
     return ModelConfig(id=OFFLINE_MODEL, name=OFFLINE_MODEL, provider="offline", model=OFFLINE_MODEL)
 
 
-def seed_chain(settings: Settings) -> ModelChain:
+def seed_chain(settings: DispatcherSettings) -> ModelChain:
     """The chain before anything is in KV: the `AGENTIX_LLM_*` endpoint, else the offline model.
     (No silent offline fallback behind a real endpoint: a real failure must show.)"""
     if not settings.llm_base_url:
@@ -90,7 +88,9 @@ class PinnedConfig:
 class ModelControl:
     """Holds the current chain + pricing + prompts and applies updates by revision."""
 
-    def __init__(self, settings: Settings, chain: ModelChain | None = None, pricing: Pricing | None = None) -> None:
+    def __init__(self, settings: DispatcherSettings, chain: ModelChain | None = None,
+                 pricing: Pricing | None = None) -> None:
+        self._settings = settings
         self._chain = chain if chain is not None else seed_chain(settings)
         self._seeded = chain is None
         self._pricing = pricing or Pricing()
@@ -152,6 +152,10 @@ class ModelControl:
             chain = chain.model_copy(update={"revision": revision})
         if not self._seeded and chain.revision <= self._chain.revision:
             return False
+        if not chain.active:  # the admin cleared the chain: back to the built-in model
+            seed = seed_chain(self._settings)
+            chain = chain.model_copy(update={"active": seed.active, "fallbacks": [],
+                                             "models": {**chain.models, **seed.models}})
         missing = [n for n in [chain.active, *chain.fallbacks] if n not in chain.models and n != OFFLINE_MODEL]
         if missing:
             log.warning("chain revision %s names unknown models %s; they are skipped", chain.revision, missing)

@@ -16,19 +16,15 @@ from sqlmodel import Session, col, select
 
 from services.gateway.db import Database, get_or_create_locked
 from services.gateway.problems import ApiProblem
-from services.gateway.tables import ControlValue, ModelRow, Prompt, PromptVersionRow, now
+from services.gateway.tables import ControlValue, McpServerRow, ModelRow, Prompt, PromptVersionRow, now
 from shared.bus.control import ControlPlane
+from shared.contract.control_keys import CHAIN_KEY, MCP_SERVERS_KEY, PRICING_KEY, prompt_key
+from shared.contract.mcp import McpServerConfig, McpServers
 from shared.contract.models import ModelChain, ModelConfig, ModelParams, PriceEntry, Pricing, PromptVersion
 
 log = logging.getLogger("agentix.gateway.control")
-CHAIN_KEY = "models.chain"
-PRICING_KEY = "pricing"
 CAS_ATTEMPTS = 20
-Doc = TypeVar("Doc", ModelChain, Pricing, PromptVersion)
-
-
-def prompt_key(name: str) -> str:
-    return f"prompts.{name}"
+Doc = TypeVar("Doc", ModelChain, Pricing, PromptVersion, McpServers)
 
 
 def model_config(row: ModelRow) -> ModelConfig:
@@ -59,7 +55,7 @@ def current_chain(session: Session) -> ModelChain | None:
     models = {m.name: model_config(m) for m in session.exec(select(ModelRow))}
     return ModelChain(
         revision=row.revision,
-        active=row.value.get("active", ""),
+        active=row.value.get("active") or "",  # "" = cleared: dispatchers use their built-in model
         fallbacks=list(row.value.get("fallbacks", [])),
         models=models,
     )
@@ -90,6 +86,27 @@ def current_prompt(session: Session, name: str) -> PromptVersion | None:
         canary_text=canary.text if canary else None,
         canary_percent=prompt.canary_percent if canary else 0,
     )
+
+
+def current_mcp_servers(session: Session) -> McpServers | None:
+    """Every registered MCP server (disabled ones too, so the bridge can say why their tools are
+    gone), headers still encrypted, with the revision of the last change."""
+    row = session.get(ControlValue, MCP_SERVERS_KEY)
+    if row is None:
+        return None
+    servers = {
+        r.name: McpServerConfig(
+            name=r.name,
+            url=r.url,
+            headers_enc=r.headers_enc,
+            enabled=r.enabled,
+            allow=list(r.allow_tools or []),
+            deny=list(r.deny_tools or []),
+            high_risk=list(r.high_risk_tools or []),
+        )
+        for r in session.exec(select(McpServerRow))
+    }
+    return McpServers(revision=row.revision, servers=servers)
 
 
 class ControlPublisher:
@@ -133,6 +150,9 @@ class ControlPublisher:
     async def publish_prompt(self, name: str) -> PromptVersion | None:
         return await self._publish(prompt_key(name), lambda s: current_prompt(s, name))
 
+    async def publish_mcp_servers(self) -> McpServers | None:
+        return await self._publish(MCP_SERVERS_KEY, current_mcp_servers)
+
     async def sync_soon(self) -> None:
         """Bus reconnect callback: sync in the background so the reconnect is not held up."""
         task = asyncio.create_task(self.sync_all(), name="control-sync")
@@ -145,6 +165,7 @@ class ControlPublisher:
         jobs: list[tuple[str, Callable[[], Any]]] = [
             (CHAIN_KEY, self.publish_chain),
             (PRICING_KEY, self.publish_pricing),
+            (MCP_SERVERS_KEY, self.publish_mcp_servers),
             *[(prompt_key(n), lambda n=n: self.publish_prompt(n)) for n in names],
         ]
         for key, publish in jobs:

@@ -8,15 +8,16 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
+from services.gateway.chat.tables import ChatRun
 from services.gateway.db import Database
-from services.gateway.dsl import check_dsl
+from services.gateway.dsl import check_dsl, check_input
 from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.principal import Principal
@@ -25,13 +26,12 @@ from services.gateway.records import apply_events
 from services.gateway.tables import IdempotencyKey, Task, TaskNode, Workflow, aware, now
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event, last_event_n, read_events
-from shared.contract.events import DoneEvent, StatusEvent
-from shared.contract.task import TERMINAL, CancelMessage, ResumeMessage, TaskMessage, TaskOptions
+from shared.contract.events import StatusEvent, finish_task
+from shared.contract.task import RETRYABLE, TERMINAL, CancelMessage, TaskMessage, TaskOptions
 
 log = logging.getLogger("agentix.gateway.tasks")
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 REQUEUE_BATCH = 200
-RETRYABLE = frozenset({"failed", "timeout"})
 
 
 class _KeyTaken(Exception):
@@ -46,14 +46,6 @@ class SubmitTask(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict)
     options: TaskOptions = Field(default_factory=TaskOptions)
     session_id: str | None = Field(default=None, max_length=128)
-
-
-class Approval(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    decision: Literal["approve", "reject"]
-    comment: str | None = Field(default=None, max_length=4000)
-    node_id: str | None = Field(default=None, max_length=64)
 
 
 def not_found(task_id: str) -> ApiProblem:
@@ -235,6 +227,7 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
             return existing, False
     dsl, workflow_id = _resolve_dsl(session, user, body)
     check_dsl(dsl)
+    check_input(dsl, body.input)
     task = Task(
         id=new_id("t"),
         user_id=user.id,
@@ -284,14 +277,21 @@ def _mark_queued(session: Session, task_id: str, seq: int | None) -> None:
         session.add(task)
 
 
-async def _queue(db: Database, bus: Bus | None, task: Task) -> bool:
-    """Publish the task message; True once it is on the stream. On failure the row stays
-    `submitted` and unqueued, and `requeue_unpublished` publishes it when NATS is back."""
+# How long a submit's publish rides through a leader election of the tasks stream (typically
+# 4–9 s) before the request answers `queued: false` (the row is kept; the requeuer publishes it):
+# an HTTP client is not kept waiting for the bus's full 30 s.
+PUBLISH_WAIT_S = 10.0
+
+
+async def queue_task(db: Database, bus: Bus | None, task: Task) -> bool:
+    """Publish the task message; True once it is on the stream. On failure (no leader within
+    PUBLISH_WAIT_S) the row stays `submitted` and unqueued, and `requeue_unpublished` publishes it."""
     if bus is None or not bus.connected:
         log.warning("task %s kept for later: the message bus is not connected", task.id)
         return False
     try:
-        ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task), msg_id=_msg_id(task))
+        ack = await bus.js_publish(bus.subjects.tasks_submit, task_message(task), msg_id=_msg_id(task),
+                                   retry_for_s=PUBLISH_WAIT_S)
     except Exception as exc:
         log.warning("task %s kept for later: publish failed: %s", task.id, exc)
         return False
@@ -309,11 +309,12 @@ async def submit(
         task, created = await db.run(_create, user, body, key, grey)
     except (IntegrityError, _KeyTaken):
         # The same key raced in from a parallel request: answer with the winner's task.
-        task = await db.run(lambda s: _existing_for_key(s, user.id, key or ""))
-        if task is None:
+        winner = await db.run(lambda s: _existing_for_key(s, user.id, key or ""))
+        if winner is None:
             raise
+        task = winner
         created = False
-    queued = await _queue(db, bus, task) if created else task.queued_at is not None or task.status != "submitted"
+    queued = await queue_task(db, bus, task) if created else task.queued_at is not None or task.status != "submitted"
     return task, created, queued
 
 
@@ -369,54 +370,17 @@ async def cancel(db: Database, bus: Bus, user: Principal, task_id: str) -> Task:
                 await bus.js.delete_msg(bus.names.tasks_stream, task.queue_seq)
         publisher = EventPublisher(bus, task_id, start_n=await last_event_n(bus, task_id))
         reason = f"cancelled by {user.id} before it started"
-        await publisher.emit(StatusEvent(task_id=task_id, status="cancelled", error=reason, code="cancelled"))
-        await publisher.emit(DoneEvent(task_id=task_id, status="cancelled", error=reason))
-        await publisher.flush()
+        await finish_task(publisher, task_id, "cancelled", error=reason, code="cancelled")
     return task
-
-
-def _waiting_node(session: Session, task: Task, node_id: str | None) -> str:
-    waiting = [
-        n.node_id
-        for n in session.exec(select(TaskNode).where(TaskNode.task_id == task.id, TaskNode.status == "waiting"))
-    ]
-    if not waiting:  # the recorder may lag behind: fall back to the graph's approval nodes
-        waiting = [
-            n["id"]
-            for n in (task.dsl or {}).get("nodes", [])
-            if isinstance(n, dict) and n.get("kind") == "approval" and isinstance(n.get("id"), str)
-        ]
-    if node_id is not None:
-        if node_id not in waiting:
-            raise ApiProblem(409, "Conflict", f"Node {node_id!r} is not waiting for approval.")
-        return node_id
-    if len(waiting) != 1:
-        raise ApiProblem(
-            422,
-            "Invalid request",
-            f"{len(waiting)} approvals are waiting ({', '.join(waiting)}); name one with `node_id`.",
-        )
-    return waiting[0]
-
-
-def _approval_target(session: Session, user: Principal, task_id: str, node_id: str | None) -> str:
-    task = load_owned(session, user, task_id)
-    if task.status != "waiting":
-        raise ApiProblem(409, "Conflict", f"Task {task_id} is not waiting for approval ({task.status}).")
-    return _waiting_node(session, task, node_id)
-
-
-async def approve(db: Database, bus: Bus, user: Principal, task_id: str, body: Approval) -> str:
-    node_id = await db.run(_approval_target, user, task_id, body.node_id)
-    message = ResumeMessage(task_id=task_id, node_id=node_id, decision=body.decision, by=user.id, comment=body.comment)
-    await bus.js_publish(bus.subjects.tasks_resume, message, msg_id=f"{task_id}:resume:{node_id}")
-    return node_id
 
 
 def _reopen(session: Session, user: Principal, task_id: str) -> Task:
     task = load_owned(session, user, task_id)
     if task.status not in RETRYABLE:
         raise ApiProblem(409, "Conflict", f"Only failed or timed-out tasks can be retried ({task.status}).")
+    if session.get(ChatRun, task_id) is not None:
+        # A chat run belongs to its conversation's order: rerunning it here would answer out of turn.
+        raise ApiProblem(409, "Conflict", "This task is a chat run: send the message to its conversation again.")
     task.retry += 1
     task.status = "submitted"
     task.finished_at = None
@@ -431,4 +395,4 @@ def _reopen(session: Session, user: Principal, task_id: str) -> Task:
 async def retry(db: Database, bus: Bus | None, user: Principal, task_id: str) -> tuple[Task, bool]:
     """Returns (task, queued); an unqueued retry is re-published like an unqueued submit."""
     task = await db.run(_reopen, user, task_id)
-    return task, await _queue(db, bus, task)
+    return task, await queue_task(db, bus, task)

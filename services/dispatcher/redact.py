@@ -1,4 +1,4 @@
-"""Streaming redaction of secrets on the token path.
+"""Streaming redaction of secrets, on the token path (`llm`) and in events (`harness`).
 
 A `StreamRedactor` receives the model's text chunk by chunk and returns only text that can no
 longer become part of a secret. It holds back the shortest tail that could still be the start

@@ -1,0 +1,78 @@
+"""Who may call, how often, and what they may say: the bearer token, the per-user rate limit and
+the tier-1 guardrail, with the problems each answers. The API applies them as middleware under
+`/api/v1`; the facades beside it (`/mcp`, `/lg`, `/v1`) apply them through `admit` and
+`check_text`. One place, so the doors of the gateway cannot drift apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from starlette.datastructures import State
+from starlette.types import Scope
+
+from services.gateway.audit import write_guardrail_event
+from services.gateway.auth import AuthError, principal_from_header
+from services.gateway.guardrail import Verdict
+from services.gateway.middleware.common import route_template, state
+from services.gateway.principal import Principal
+from services.gateway.problems import ApiProblem
+from services.gateway.ratelimit import Decision, RateLimiter
+
+
+def unauthorized(exc: AuthError) -> ApiProblem:
+    return ApiProblem(401, "Unauthorized", exc.detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+def over_limit(limiter: RateLimiter, decision: Decision) -> ApiProblem:
+    return ApiProblem(429, "Too Many Requests",
+                      f"Rate limit of {limiter.limit} requests per minute reached; retry later.",
+                      headers={"Retry-After": str(decision.retry_after_s)})
+
+
+def blocked(verdict: Verdict, what: str) -> ApiProblem:
+    """`what` names the guarded text in the sentence ("task input", "run's input")."""
+    return ApiProblem(400, "Input blocked by guardrail",
+                      f"The {what} was blocked by the input guardrail ({verdict.reason}).",
+                      errors=[{"code": "guardrail_blocked", "message": rule} for rule in verdict.rules])
+
+
+async def admit(st: State, scope: Scope, authorization: str | None) -> Principal:
+    """The caller of a request outside `/api/v1`: token verified (401), within its rate limit
+    (429), and named in the request's state for the audit row."""
+    try:
+        principal = principal_from_header(st.settings, authorization, st.verified_tokens)
+    except AuthError as exc:
+        raise unauthorized(exc) from exc
+    state(scope)["principal"] = principal
+    decision = await st.limiter.hit(f"user:{principal.id}")
+    if not decision.allowed:
+        raise over_limit(st.limiter, decision)
+    return principal
+
+
+async def record_verdict(st: State, scope: Scope, verdict: Verdict) -> None:
+    """A guardrail verdict that was not `allow`, as a guardrail-event row."""
+    principal = state(scope).get("principal")
+    await write_guardrail_event(
+        st.db,
+        user_id=principal.id if principal else None,
+        tier=1,
+        action="block" if verdict.action == "block" else "flag",
+        rule=",".join(verdict.rules)[:100],
+        reason=verdict.reason,
+        route=route_template(scope) if scope.get("route") else str(scope.get("path", ""))[:300],
+        request_id=state(scope).get("request_id"),
+    )
+
+
+async def check_text(st: State, scope: Scope, texts: Iterable[str], what: str) -> list[str]:
+    """The tier-1 guardrail on what a user wrote: a block raises (400), a grey verdict's rules are
+    returned for the run's task (empty when clean); either is recorded."""
+    verdict = st.guardrail.check(texts)
+    if verdict.action == "allow":
+        return []
+    await record_verdict(st, scope, verdict)
+    if verdict.action == "block":
+        raise blocked(verdict, what)
+    return list(verdict.rules)
+

@@ -1,0 +1,56 @@
+"""Conversation messages in LangChain's serialized shape (`type` human | ai, `content`, `id`…),
+as LangGraph clients read them from `values.messages`. An assistant message's id is its run's
+(`run-<run id>`), so the message streamed live and the one stored later are the same message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.gateway.chat.tables import ChatMessage
+
+
+def answer_id(run_id: str, node_id: str | None = None) -> str:
+    return f"run-{run_id}" if node_id is None else f"run-{run_id}-{node_id}"
+
+
+def human(message_id: str, content: str) -> dict[str, Any]:
+    return {"type": "human", "content": content, "id": message_id, "name": None, "example": False,
+            "additional_kwargs": {}, "response_metadata": {}}
+
+
+def ai(message_id: str, content: str, *, model: str | None = None, usage: dict[str, Any] | None = None,
+       message_type: str = "text", chunk: bool = False) -> dict[str, Any]:
+    usage_metadata = None
+    if usage:
+        prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        usage_metadata = {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion}
+    body: dict[str, Any] = {
+        "type": "AIMessageChunk" if chunk else "ai", "content": content, "id": message_id, "name": None,
+        "example": False, "additional_kwargs": {}, "tool_calls": [], "invalid_tool_calls": [],
+        "response_metadata": {"model_name": model, "message_type": message_type}, "usage_metadata": usage_metadata,
+    }
+    if chunk:
+        body["tool_call_chunks"] = []
+    return body
+
+
+def from_row(message: ChatMessage) -> dict[str, Any]:
+    if message.role == "user":
+        return human(message.id, message.content)
+    suffix = "-error" if message.message_type == "error" else ""
+    return ai(answer_id(message.run_id or message.id) + suffix, message.content, model=message.model,
+              usage=message.usage, message_type=message.message_type)
+
+
+def text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content
+                       if not isinstance(p, dict) or p.get("type", "text") == "text")
+    return ""
+
+
+def is_human(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("type", message.get("role")) in ("human", "user")

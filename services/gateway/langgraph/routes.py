@@ -1,0 +1,178 @@
+"""`/lg` routes (thin): the LangGraph Agent Server API over conversations. See docs/API.md."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
+
+from services.gateway.db import Database
+from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
+from services.gateway.langgraph import assistants, catchup, runs, threads
+from services.gateway.langgraph.auth import LgUser
+from services.gateway.langgraph.guard import check_question
+from services.gateway.langgraph.stream import FrameId, frames, parse_id
+from services.gateway.principal import Principal
+from services.gateway.routes.events import SSE_DOC
+from services.gateway.sse import batched, sse_response
+from shared.bus import Bus
+
+router = APIRouter(tags=["langgraph"])
+LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)]
+RESUMED_AFTER = 7  # a resumed run's stream: every frame up to its approval's, the opening excepted
+
+
+def _json(body: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(jsonable_encoder(body), headers=headers)
+
+
+def _links(thread_id: str, run_id: str, tail: str = "stream") -> dict[str, str]:
+    # Relative to the API's root (`…/lg`), where the SDK resolves them.
+    return {"Location": f"/threads/{thread_id}/runs/{run_id}/{tail}",
+            "Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
+
+
+def _stream(db: Database, bus: Bus, started: runs.Started, after: FrameId | None = None,
+            on_end: Callable[[], None] | None = None) -> EventSourceResponse:
+    run = started.run
+    if after is None and started.opening_at:  # a resumed run streams on from its approval
+        after = (started.opening_at, RESUMED_AFTER)
+    body = frames(bus, started.stream, after, started.opening_at, settle=lambda: catchup.settle(db, bus, run.id))
+
+    async def written() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in batched(body, f"lg-{run.id}"):
+                yield chunk
+        finally:
+            if on_end is not None:
+                on_end()
+
+    return sse_response(written(), _links(run.conversation_id, run.id))
+
+
+async def _start(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
+                 body: runs.RunCreate) -> runs.Started:
+    started = await runs.start(db, bus, user, thread_id, body, lambda text: check_question(request, text))
+    request.state.audit_target = f"thread_id={started.run.conversation_id},run_id={started.run.id}"
+    return started
+
+
+@router.post("/assistants/search")
+async def search_assistants(body: assistants.AssistantSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
+    page, next_offset = await db.run(assistants.search, user, body)
+    return _json(page, headers={"X-Pagination-Next": str(next_offset)} if next_offset is not None else None)
+
+
+@router.get("/assistants/{assistant_id}")
+async def get_assistant(assistant_id: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(assistants.get, user, assistant_id))
+
+
+@router.post("/threads")
+async def create_thread(body: threads.NewThread, request: Request, user: LgUser, db: DatabaseDep,
+                        bus: MaybeBusDep) -> JSONResponse:
+    conversation, _ = await db.run(threads.create, user, body)
+    request.state.audit_target = f"thread_id={conversation.id}"
+    return _json(await threads.current(db, bus, user, conversation.id))
+
+
+@router.post("/threads/search")
+async def search_threads(body: threads.ThreadSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(threads.search, user, body))
+
+
+@router.get("/threads/{thread_id}")
+async def get_thread(thread_id: str, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    return _json(await threads.current(db, bus, user, thread_id))
+
+
+@router.get("/threads/{thread_id}/state")
+async def thread_state(thread_id: str, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    return _json(threads.state_view(await threads.current(db, bus, user, thread_id)))
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def delete_thread(thread_id: str, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> Response:
+    await runs.delete_thread(db, bus, user, thread_id)
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/runs")
+async def list_runs(thread_id: str, user: LgUser, db: DatabaseDep, limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+                    offset: Annotated[int, Query(ge=0)] = 0) -> JSONResponse:
+    return _json(await db.run(runs.list_runs, user, thread_id, limit, offset))
+
+
+@router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
+async def stream_run(thread_id: str, body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
+                     bus: BusDep) -> EventSourceResponse:
+    return _stream(db, bus, await _start(request, user, db, bus, thread_id, body))
+
+
+@router.post("/threads/{thread_id}/runs")
+async def create_run(thread_id: str, body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
+                     bus: MaybeBusDep) -> JSONResponse:
+    started = await _start(request, user, db, bus, thread_id, body)
+    return _json(await db.run(runs.view, started.run), headers=_links(thread_id, started.run.id))
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(thread_id: str, body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
+                   bus: BusDep) -> JSONResponse:
+    started = await _start(request, user, db, bus, thread_id, body)
+    return _json(await runs.wait(db, bus, started), headers=_links(thread_id, started.run.id, "join"))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    await db.run(runs.load, user, thread_id, run_id)
+    await catchup.settle(db, bus, run_id)
+    return _json(await db.run(runs.get, user, thread_id, run_id))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
+    return _json(await runs.wait(db, bus, await db.run(runs.joined, user, thread_id, run_id, ["values"])))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
+async def join_stream(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: BusDep,
+                      stream_mode: Annotated[list[str] | None, Query()] = None,
+                      last_event_id: LastEventId = None) -> EventSourceResponse:
+    after = parse_id(last_event_id)
+    asked = [m for m in stream_mode or () if m]  # the SDK sends an empty `stream_mode` when none is given
+    return _stream(db, bus, await db.run(runs.joined, user, thread_id, run_id, asked or list(runs.JOIN_MODES)),
+                   after)
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
+async def cancel_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: BusDep,
+                     wait: Annotated[bool, Query()] = False,
+                     action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt") -> Response:
+    await runs.cancel(db, bus, user, thread_id, run_id, action)
+    if wait:
+        await runs.wait(db, bus, await db.run(runs.joined, user, thread_id, run_id, ["values"]))
+        return Response(status_code=204)
+    return Response(status_code=202)
+
+
+@router.post("/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
+async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
+                           bus: BusDep) -> EventSourceResponse:
+    started, done = await runs.start_stateless(db, bus, user, body, lambda text: check_question(request, text))
+    return _stream(db, bus, started, on_end=done)
+
+
+@router.post("/runs/wait")
+async def stateless_wait(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
+                         bus: BusDep) -> JSONResponse:
+    started, done = await runs.start_stateless(db, bus, user, body, lambda text: check_question(request, text))
+    try:
+        state = await runs.wait(db, bus, started)
+    finally:
+        done()
+    return _json(state, headers=_links(started.run.conversation_id, started.run.id, "join"))

@@ -1,0 +1,268 @@
+"""LangGraph runs are chat runs: a run's input adds its last human message to the thread (a
+conversation) under the asked `multitask_strategy`; `command.resume` answers the approval the
+thread waits for (the run that waited goes on: same run id); statuses map as in docs/API.md."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session, col, select
+
+from services.gateway.chat import conversations
+from services.gateway.chat import runs as chat_runs
+from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
+from services.gateway.db import Database
+from services.gateway.langgraph import assistants, catchup, messages, threads
+from services.gateway.langgraph.stream import RunStream, final_state, modes_of
+from services.gateway.principal import Principal
+from services.gateway.problems import ApiProblem
+from services.gateway.tables import Task, aware
+from shared.bus import Bus
+from shared.bus.events import last_event
+from shared.contract.events import ApprovalRequestEvent
+
+log = logging.getLogger("agentix.gateway.langgraph")
+RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+# A chat run's state → the LangGraph run status (a failed run whose task timed out: `timeout`).
+STATUS: Final[dict[str, RunStatus]] = {
+    "queued": "pending", "planning": "running", "running": "running", "awaiting_approval": "interrupted",
+    "succeeded": "success", "failed": "error", "budget_exceeded": "error", "cancelled": "interrupted",
+    "interrupted": "interrupted",
+}
+JOIN_MODES: Final = ("values", "updates", "messages-tuple", "custom")  # a join without stream_mode: all
+_APPROVE: Final = ("approve", "approved", "yes", "accept", "continue")
+_REJECT: Final = ("reject", "rejected", "no", "deny", "cancel")
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # webhooks, checkpoints, interrupt_before…: not supported
+
+    assistant_id: str = Field(default=assistants.CHAT_GRAPH, min_length=1, max_length=200)
+    input: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None
+    stream_mode: str | list[str] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "enqueue"
+    if_not_exists: Literal["create", "reject"] = "reject"
+    on_completion: Literal["delete", "keep"] | None = None
+
+
+@dataclass
+class Started:
+    """A run the thread now has (new, or resumed from its approval)."""
+
+    run: ChatRun
+    stream: RunStream
+    opening_at: int = 0  # the stream of a resumed run starts after its approval request
+
+
+def view(session: Session, run: ChatRun) -> dict[str, Any]:
+    status = STATUS.get(run.state, "running")
+    if run.state == "failed":
+        task = session.get(Task, run.id)
+        status = "timeout" if task is not None and task.status == "timeout" else status
+    return {"run_id": run.id, "thread_id": run.conversation_id, "assistant_id": assistants.chat_id(run.mode),
+            "created_at": aware(run.created_at), "updated_at": aware(run.ended_at or run.created_at),
+            "status": status, "metadata": {"mode": run.mode, "model": run.model},
+            "multitask_strategy": "enqueue", "kwargs": {}}
+
+
+def load(session: Session, user: Principal, thread_id: str, run_id: str) -> ChatRun:
+    run = chat_runs.load_owned(session, user, run_id)
+    if run.conversation_id != thread_id:
+        raise chat_runs.not_found(run_id)
+    return run
+
+
+def get(session: Session, user: Principal, thread_id: str, run_id: str) -> dict[str, Any]:
+    return view(session, load(session, user, thread_id, run_id))
+
+
+def list_runs(session: Session, user: Principal, thread_id: str, limit: int, offset: int) -> list[dict[str, Any]]:
+    threads.load(session, user, thread_id)
+    rows = session.exec(select(ChatRun).where(ChatRun.conversation_id == thread_id)
+                        .order_by(col(ChatRun.seq).desc()).offset(offset).limit(limit))
+    return [view(session, r) for r in rows]
+
+
+def question(body: RunCreate) -> str:
+    """The text of the input's last human message (`input.messages`, or a string `input.text`)."""
+    said = (body.input or {}).get("messages")
+    if isinstance(said, dict):
+        said = [said]
+    if isinstance(said, list):
+        for message in reversed(said):
+            if messages.is_human(message):
+                text = messages.text_of(message.get("content"))
+                if text.strip():
+                    return text
+    given = (body.input or {}).get("text")
+    if isinstance(given, str) and given.strip():
+        return given
+    raise ApiProblem(422, "Invalid request", "The input needs a human message: {\"messages\": [{\"role\": \"user\", "
+                                             "\"content\": \"…\"}]}.")
+
+
+def _model(body: RunCreate) -> str | None:
+    for source in ((body.config or {}).get("configurable") or {}, body.context or {}):
+        model = source.get("model")
+        if isinstance(model, str) and model:
+            return model
+    return None
+
+
+def decision_of(resume: Any) -> chat_runs.RunApproval:
+    comment: str | None = None
+    if isinstance(resume, dict):
+        comment = resume.get("comment") if isinstance(resume.get("comment"), str) else None
+        resume = resume.get("decision", resume.get("type"))
+    if resume is True or (isinstance(resume, str) and resume.lower() in _APPROVE):
+        return chat_runs.RunApproval(decision="approve", comment=comment)
+    if resume is False or (isinstance(resume, str) and resume.lower() in _REJECT):
+        return chat_runs.RunApproval(decision="reject", comment=comment)
+    raise ApiProblem(422, "Invalid request", "command.resume answers an approval: \"approve\" | \"reject\" | true | "
+                                             "false | {\"decision\": …, \"comment\"?: …}.")
+
+
+def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunCreate) -> None:
+    if session.get(Conversation, thread_id) is not None:
+        threads.load(session, user, thread_id)
+    elif body.if_not_exists == "create":
+        threads.create(session, user, threads.NewThread(thread_id=thread_id))
+    else:
+        raise threads.not_found(thread_id)
+
+
+def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
+    before = threads.history(session, run.conversation_id, before_seq=run.seq)
+    asked = session.exec(select(ChatMessage).where(ChatMessage.run_id == run.id, ChatMessage.role == "user")).first()
+    if asked is not None:
+        before.append(messages.from_row(asked))
+    return RunStream(run.id, run.conversation_id, before, modes)
+
+
+def stream_for(session: Session, user: Principal, thread_id: str, run_id: str, stream_mode: Any) -> RunStream:
+    return _stream_of(session, load(session, user, thread_id, run_id), modes_of(stream_mode))
+
+
+def joined(session: Session, user: Principal, thread_id: str, run_id: str, stream_mode: Any) -> Started:
+    """An existing run, to follow from its start."""
+    run = load(session, user, thread_id, run_id)
+    return Started(run, _stream_of(session, run, modes_of(stream_mode)))
+
+
+Guard = Callable[[str], Awaitable[list[str]]]  # a question → its grey guardrail rules (raises when blocked)
+
+
+async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, body: RunCreate,
+                guard: Guard) -> Started:
+    modes = modes_of(body.stream_mode)
+    if body.command is not None and "resume" in body.command:
+        return await _resume(db, bus, user, thread_id, body.command["resume"], modes)
+    mode = assistants.chat_mode(body.assistant_id)
+    if mode is None:
+        await db.run(assistants.get, user, body.assistant_id)  # 404 when it is nobody's assistant
+        raise ApiProblem(422, "Invalid request", f"Assistant {body.assistant_id!r} is a saved workflow: workflows "
+                                                 "do not run as a thread's turn (use POST /api/v1/tasks).")
+    text = question(body)
+    grey = await guard(text)
+    await db.run(_ensure_thread, user, thread_id, body)
+    posted = chat_runs.PostMessage(text=text, mode=mode, model=_model(body), multitask=body.multitask_strategy)
+    accepted = await chat_runs.post_message(db, bus, user, thread_id, posted, grey)
+
+    def opened(session: Session) -> Started:
+        run = chat_runs.load_owned(session, user, accepted["run"]["id"])
+        return Started(run, _stream_of(session, run, modes))
+
+    return await db.run(opened)
+
+
+async def _resume(db: Database, bus: Bus | None, user: Principal, thread_id: str, resume: Any,
+                  modes: frozenset[str]) -> Started:
+    decision = decision_of(resume)
+    if bus is None or not bus.connected:
+        raise ApiProblem(503, "Service Unavailable", "The message bus is not connected.")
+
+    def waiting(session: Session) -> ChatRun:
+        threads.load(session, user, thread_id)
+        run = threads.waiting_run(session, thread_id)
+        if run is None:
+            raise ApiProblem(409, "Conflict", f"Thread {thread_id} waits for no approval.")
+        return run
+
+    run = await db.run(waiting)
+    request = await last_event(bus, run.id, "exec")
+    if not isinstance(request, ApprovalRequestEvent):
+        raise ApiProblem(409, "Conflict", f"Run {run.id} waits for no approval.")
+    await chat_runs.approve(db, bus, user, run.id, decision)
+    stream = await db.run(_stream_of, run, modes)
+    return Started(run, stream, opening_at=request.n)
+
+
+async def cancel(db: Database, bus: Bus, user: Principal, thread_id: str, run_id: str, action: str) -> None:
+    """`action=rollback` also removes the run's turn from the thread once it has stopped."""
+
+    def mark(session: Session) -> None:
+        run = load(session, user, thread_id, run_id)
+        if action == "rollback":
+            run.stop_reason = "rollback"
+            session.add(run)
+
+    await db.run(mark)
+    await chat_runs.cancel(db, bus, user, run_id)
+
+
+def remove_thread(session: Session, user: Principal, thread_id: str) -> tuple[list[str], set[str]]:
+    threads.load(session, user, thread_id)
+    return conversations.remove(session, user, thread_id)
+
+
+async def delete_thread(db: Database, bus: Bus | None, user: Principal, thread_id: str) -> None:
+    """The conversation goes with its messages and runs; its going runs are stopped."""
+    going, started = await db.run(remove_thread, user, thread_id)
+    await chat_runs.stop_all(db, bus, user, going, started)
+
+
+async def wait(db: Database, bus: Bus, started: Started) -> dict[str, Any]:
+    """The thread's values once the run has ended or waits (its record then agrees)."""
+    state = await final_state(bus, started.stream)
+    await catchup.settle(db, bus, started.run.id)
+    return state
+
+
+_cleanups: set[asyncio.Task[None]] = set()  # stateless runs' threads, deleted once their run ends
+
+
+async def start_stateless(db: Database, bus: Bus, user: Principal, body: RunCreate,
+                          guard: Guard) -> tuple[Started, Callable[[], None]]:
+    """A run on a thread of its own, and what to call once its reader is done: the thread is then
+    deleted as soon as the run has ended, unless `on_completion: keep`."""
+    conversation, _ = await db.run(threads.create, user, threads.NewThread())
+    try:
+        started = await start(db, bus, user, conversation.id, body, guard)
+    except Exception:
+        await db.run(remove_thread, user, conversation.id)
+        raise
+
+    async def remove_when_ended() -> None:
+        try:
+            await final_state(bus, await db.run(stream_for, user, conversation.id, started.run.id, []))
+            await db.run(remove_thread, user, conversation.id)
+        except Exception as exc:  # the bus went away: the thread stays, as a kept one would
+            log.warning("stateless thread %s not removed: %s", conversation.id, exc)
+
+    def done() -> None:
+        if body.on_completion == "keep":
+            return
+        task = asyncio.create_task(remove_when_ended(), name=f"lg-stateless-{conversation.id}")
+        _cleanups.add(task)
+        task.add_done_callback(_cleanups.discard)
+
+    return started, done

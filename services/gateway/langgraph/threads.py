@@ -1,0 +1,173 @@
+"""Threads are conversations: a thread's `values` are `{messages}` in turn order, its status
+follows its runs (busy while one goes, interrupted while one awaits approval, error when the
+last one failed, else idle), and its interrupts are the approvals it waits for."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session, col, select
+
+from services.gateway.chat import conversations
+from services.gateway.chat.graphs import MODES, Mode
+from services.gateway.chat.runs import going
+from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
+from services.gateway.db import Database
+from services.gateway.langgraph import catchup, messages
+from services.gateway.langgraph.stream import interrupt_of
+from services.gateway.principal import Principal
+from services.gateway.problems import ApiProblem
+from services.gateway.tables import aware
+from shared.bus import Bus
+from shared.bus.events import last_event
+from shared.contract.events import ApprovalRequestEvent
+
+THREAD_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+FAILED = ("failed", "budget_exceeded")
+
+
+class NewThread(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # `ttl`, `supersteps`: not supported, ignored
+
+    thread_id: str | None = Field(default=None, pattern=THREAD_ID)
+    metadata: dict[str, Any] | None = None
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class ThreadSearch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    ids: list[str] | None = Field(default=None, max_length=1000)
+    metadata: dict[str, Any] | None = None
+    status: ThreadStatus | None = None
+    limit: int = Field(default=10, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+def not_found(thread_id: str) -> ApiProblem:
+    return ApiProblem(404, "Not Found", f"No thread {thread_id!r}.")
+
+
+def load(session: Session, user: Principal, thread_id: str) -> Conversation:
+    conversation = session.get(Conversation, thread_id)
+    if conversation is None or not user.can_see(conversation.user_id):
+        raise not_found(thread_id)
+    return conversation
+
+
+def status_of(session: Session, conversation_id: str) -> ThreadStatus:
+    runs = going(session, conversation_id)
+    if runs:
+        return "interrupted" if runs[0].state == "awaiting_approval" else "busy"
+    last = session.exec(select(ChatRun.state).where(ChatRun.conversation_id == conversation_id)
+                        .order_by(col(ChatRun.seq).desc()).limit(1)).first()
+    return "error" if last in FAILED else "idle"
+
+
+def waiting_run(session: Session, conversation_id: str) -> ChatRun | None:
+    runs = going(session, conversation_id)
+    return runs[0] if runs and runs[0].state == "awaiting_approval" else None
+
+
+def history(session: Session, conversation_id: str, before_seq: int | None = None) -> list[dict[str, Any]]:
+    """The thread's messages in turn order (those of turns before `before_seq` only, if given)."""
+    query = select(ChatMessage).where(ChatMessage.conversation_id == conversation_id)
+    if before_seq is not None:
+        query = query.where(col(ChatMessage.run_seq) < before_seq)
+    rows = session.exec(query.order_by(col(ChatMessage.run_seq), col(ChatMessage.id)))
+    return [messages.from_row(m) for m in rows]
+
+
+def metadata_of(conversation: Conversation) -> dict[str, Any]:
+    return {"title": conversation.title, "mode": conversation.mode, "model": conversation.model,
+            "user_id": conversation.user_id}
+
+
+def view(session: Session, conversation: Conversation,
+         interrupts: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    return {
+        "thread_id": conversation.id,
+        "created_at": aware(conversation.created_at),
+        "updated_at": aware(conversation.last_activity_at),
+        "metadata": metadata_of(conversation),
+        "status": status_of(session, conversation.id),
+        "values": {"messages": history(session, conversation.id)},
+        "interrupts": interrupts or {},
+    }
+
+
+def create(session: Session, user: Principal, body: NewThread) -> tuple[Conversation, bool]:
+    """The thread (a conversation, with the client's id if it chose one); True when it is new.
+    `metadata.title` and `metadata.mode` set the conversation's; other metadata is not kept."""
+    if body.thread_id is not None:
+        existing = session.get(Conversation, body.thread_id)
+        if existing is not None:
+            if body.if_exists == "do_nothing" and user.can_see(existing.user_id):
+                return existing, False
+            raise ApiProblem(409, "Conflict", f"Thread {body.thread_id!r} already exists.")
+    meta = body.metadata or {}
+    mode: Mode = meta["mode"] if meta.get("mode") in MODES else "react"
+    title = meta.get("title") if isinstance(meta.get("title"), str) and 0 < len(meta["title"]) <= 200 else None
+    created = conversations.create(session, user, conversations.NewConversation(title=title, mode=mode),
+                                   body.thread_id)
+    session.flush()
+    conversation = session.get(Conversation, created["id"])
+    assert conversation is not None
+    return conversation, True
+
+
+def search(session: Session, user: Principal, query: ThreadSearch) -> list[dict[str, Any]]:
+    """Newest activity first. Status and metadata are matched on the views (they are computed)."""
+    rows = select(Conversation).order_by(col(Conversation.last_activity_at).desc(), col(Conversation.id).desc())
+    if not user.is_admin:
+        rows = rows.where(Conversation.user_id == user.id)
+    if query.ids:
+        rows = rows.where(col(Conversation.id).in_(query.ids))
+    filtered = query.status is not None or bool(query.metadata)
+    if not filtered:
+        rows = rows.offset(query.offset).limit(query.limit)
+    found = []
+    for conversation in session.exec(rows):
+        thread = view(session, conversation)
+        if query.status is not None and thread["status"] != query.status:
+            continue
+        if any(thread["metadata"].get(k) != v for k, v in (query.metadata or {}).items()):
+            continue
+        found.append(thread)
+    return found[query.offset:query.offset + query.limit] if filtered else found
+
+
+async def _interrupts(db: Database, bus: Bus | None, thread_id: str) -> dict[str, list[dict[str, Any]]]:
+    run = await db.run(waiting_run, thread_id)
+    if run is None or bus is None or not bus.connected:
+        return {}
+    request = await last_event(bus, run.id, "exec")
+    return {run.id: [interrupt_of(run.id, request)]} if isinstance(request, ApprovalRequestEvent) else {}
+
+
+def _active_run(session: Session, user: Principal, thread_id: str) -> str | None:
+    load(session, user, thread_id)
+    runs = going(session, thread_id)
+    return runs[0].id if runs else None
+
+
+async def current(db: Database, bus: Bus | None, user: Principal, thread_id: str) -> dict[str, Any]:
+    """The thread as its runs' streams have it (records caught up), with its interrupts."""
+    await catchup.settle(db, bus, await db.run(_active_run, user, thread_id))
+    interrupts = await _interrupts(db, bus, thread_id)
+    return await db.run(lambda s: view(s, load(s, user, thread_id), interrupts))
+
+
+def state_view(thread: dict[str, Any]) -> dict[str, Any]:
+    """A thread as LangGraph's thread state (no checkpoints: the messages are the state)."""
+    waiting = [i for found in thread["interrupts"].values() for i in found]
+    return {
+        "values": thread["values"], "next": [i["value"]["node_id"] for i in waiting], "metadata": thread["metadata"],
+        "checkpoint": {"thread_id": thread["thread_id"], "checkpoint_ns": "", "checkpoint_id": None,
+                       "checkpoint_map": None},
+        "parent_checkpoint": None, "created_at": thread["updated_at"], "interrupts": waiting,
+        "tasks": [{"id": i["id"], "name": i["value"]["node_id"], "error": None, "interrupts": [i], "checkpoint": None,
+                   "state": None, "result": None} for i in waiting],
+    }

@@ -1,0 +1,126 @@
+"""`/mcp` on the gateway: the MCP Streamable HTTP endpoint, stateless with JSON responses (any
+gateway replica answers any request; a restart loses nothing).
+
+The MCP SDK is large and most gateways never see an MCP client: the transport is built and
+started by the first `/mcp` request, and stopped with the gateway's lifespan.
+
+The gateway's outer middleware applies as to every route (recovery, tracing, request id,
+metrics and access log, audit of every POST, CORS, body limits). Authentication and the rate
+limit, which the API applies under `/api/v1` only, are applied here: the same bearer token and
+the same per-user budget. The tier-1 guardrail guards task input and does not apply to tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from services.gateway.admission import admit
+from services.gateway.middleware.body_limits import JSON_LIMIT
+from services.gateway.middleware.common import header, send_problem
+from services.gateway.problems import ApiProblem
+
+if TYPE_CHECKING:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+PATH = "/mcp"
+# The SDK logs every stateless request's transport teardown at INFO; the access log has the request.
+logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
+
+
+class McpEndpoint:
+    """ASGI app of the `/mcp` route: bearer auth and rate limit, then the MCP SDK's transport."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        # POST only: stateless, there is no server-to-client stream to GET and no session to
+        # DELETE; both are 405, as the transport's spec allows.
+        self.route = Route(PATH, self, methods=["POST"], include_in_schema=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # FastAPI's router names only its own routes in the scope; metrics and the access log
+        # label requests by it.
+        scope.setdefault("route", self.route)
+        st = self.app.state
+        try:
+            await admit(st, scope, header(scope, b"authorization"))
+        except ApiProblem as problem:
+            await send_problem(scope, receive, send, problem)
+            return
+        transport: McpTransport | None = getattr(st, "mcp_transport", None)
+        sessions = await transport.sessions() if transport is not None else None
+        if sessions is None:
+            await send_problem(scope, receive, send, ApiProblem(503, "Service Unavailable", "MCP is not running."))
+            return
+        await sessions.handle_request(scope, receive, send)
+
+
+class McpTransport:
+    """The SDK's session manager, started at first use by a task of its own (which holds its task
+    group for the lifespan) and stopped by `close`. A new one per lifespan: the manager runs once."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._sessions: StreamableHTTPSessionManager | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._starting = asyncio.Lock()
+        self._closing = asyncio.Event()
+
+    async def sessions(self) -> StreamableHTTPSessionManager | None:
+        """The running manager; None once the lifespan is over."""
+        async with self._starting:
+            if self._sessions is None and not self._closing.is_set():
+                from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+                from services.gateway.mcp.server import build_server
+
+                sessions = StreamableHTTPSessionManager(
+                    app=build_server(self.app), stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
+                )
+                started = asyncio.get_running_loop().create_future()
+                self._runner = asyncio.create_task(self._run(sessions, started), name="mcp transport")
+                await started  # raises what the start raised
+                self._sessions = sessions
+        return None if self._closing.is_set() else self._sessions
+
+    async def _run(self, sessions: StreamableHTTPSessionManager, started: asyncio.Future[None]) -> None:
+        try:
+            async with sessions.run():
+                started.set_result(None)
+                await self._closing.wait()
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+                return
+            raise
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._runner is not None:
+            await self._runner
+
+
+def mount_mcp(app: FastAPI) -> None:
+    """Serve MCP at `/mcp`; its transport lives within the gateway's lifespan."""
+    # First in the table: the router tries routes in order, and every MCP message is a request.
+    app.router.routes.insert(0, McpEndpoint(app).route)
+    inner: Callable[[Any], AbstractAsyncContextManager[Any]] = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(target: Any) -> AsyncIterator[Any]:
+        transport = McpTransport(app)
+        async with inner(target) as lifespan_state:
+            app.state.mcp_transport = transport
+            try:
+                yield lifespan_state
+            finally:
+                app.state.mcp_transport = None
+                await transport.close()
+
+    app.router.lifespan_context = lifespan

@@ -1,0 +1,153 @@
+"""The MCP server behind `/mcp`: `tools/list` and `tools/call` over Agentix's tool services.
+
+A call goes over NATS like any tool call (queue groups, the bus's timeout, trace headers); the
+caller is the principal the endpoint verified, never anything in the arguments: injected
+parameters are dropped from what the client sent and filled from the token. A tool's failure
+is an `isError` result with the tool's message, never a protocol error."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+from fastapi import FastAPI
+from mcp.server import Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
+from mcp.shared.exceptions import MCPError
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from services.gateway.mcp.catalog import ToolCatalog, mcp_tool
+from services.gateway.principal import Principal
+from shared.bus.tools import ToolClient
+from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
+from shared.settings import VERSION, GatewaySettings
+from shared.telemetry import span
+
+# Stateless MCP has no conversation of its own: the history tools' `session_id` is this one per user.
+MCP_SESSION = "mcp"
+# The methods that change nothing; `tools/call` changes nothing when its tool is read-only.
+READ_ONLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
+INSTRUCTIONS = (
+    "Agentix's tools: knowledge-base search, long-term memory, conversation history, reports and "
+    "document parsing. Every call acts as the user of the bearer token."
+)
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    # The endpoint verified the bearer token and left the principal in the request's state.
+    principal = getattr(ctx.request.state, "principal", None) if ctx.request is not None else None
+    if not isinstance(principal, Principal):
+        raise MCPError(types.INVALID_REQUEST, "A valid bearer token is required.")
+    return principal
+
+
+def _audit(ctx: ServerRequestContext[Any, Any], target: str, read_only: bool = False) -> None:
+    """What the audit row of this POST names as its target (the audit middleware writes it), and
+    whether the request changed nothing (then the response does not wait for the row's commit)."""
+    if ctx.request is not None:
+        ctx.request.state.audit_target = target[:300]
+        ctx.request.state.read_only = read_only
+
+
+def tool_args(tool: ToolDescriptor, arguments: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """The client's arguments without the injected names, then those filled from the token."""
+    values = {"user_id": principal.id, "session_id": MCP_SESSION}
+    args = {k: v for k, v in arguments.items() if k not in tool.inject}
+    for name in tool.inject:
+        if name in values:
+            args[name] = values[name]
+    return args
+
+
+def tool_result(reply: ToolReply) -> types.CallToolResult:
+    if reply.ok:
+        text = json.dumps(reply.result, ensure_ascii=False, default=str)
+        structured = reply.result if isinstance(reply.result, dict) else None
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
+    code = reply.error.code if reply.error else "error"
+    message = reply.error.message if reply.error else "the tool failed"
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{code}: {message}")],
+        structured_content={"error": {"code": code, "message": message}},
+        is_error=True,
+    )
+
+
+def _failure(code: str, message: str) -> types.CallToolResult:
+    return tool_result(ToolReply.failure(code, message))
+
+
+class McpTools:
+    """The handlers; the catalog and tool client live as long as the gateway's bus."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._catalog: ToolCatalog | None = None
+
+    @property
+    def settings(self) -> GatewaySettings:
+        return self.app.state.settings
+
+    def catalog(self) -> ToolCatalog | None:
+        bus = getattr(self.app.state, "bus", None)
+        if bus is None or not bus.nc.is_connected:
+            return None
+        if self._catalog is None or self._catalog.client.bus is not bus:
+            self._catalog = ToolCatalog(ToolClient(bus))
+        return self._catalog
+
+    async def audit_method(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Server middleware: every MCP POST's audit row names its method (a call, its tool)."""
+        _audit(ctx, f"mcp={ctx.method}", read_only=ctx.method in READ_ONLY_METHODS)
+        return await call_next(ctx)
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        principal = _principal(ctx)
+        catalog = self.catalog()
+        if catalog is None:
+            raise MCPError(types.INTERNAL_ERROR, "The message bus is not connected; try again shortly.")
+        tools = await catalog.visible(self.settings, principal)
+        return types.ListToolsResult(tools=[mcp_tool(t) for t in sorted(tools, key=lambda t: t.name)])
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        principal = _principal(ctx)
+        _audit(ctx, f"tool={params.name}")
+        catalog = self.catalog()
+        if catalog is None:
+            return _failure("unavailable", "The message bus is not connected; try again shortly.")
+        tool = await catalog.find(self.settings, principal, params.name)
+        if tool is None:  # hidden high-risk tools answer exactly as unknown ones
+            return _failure("unknown_tool", f"Unknown tool: {params.name}")
+        _audit(ctx, f"tool={params.name}", read_only=tool.annotations.read_only is True)
+        args = tool_args(tool, dict(params.arguments or {}), principal)
+        # An MCP client is an agent: like a task's tool calls, its calls never carry admin rights
+        # (an admin's token reaches the admin's own data here, never other users').
+        meta = ToolMeta(user_id=principal.id, session_id=MCP_SESSION)
+        attributes = {"messaging.system": "nats", "agentix.tool": tool.name, "agentix.via": "mcp"}
+        with span(f"tool.call {tool.name}", attributes, SpanKind.CLIENT) as current:
+            reply = await catalog.client.call(tool.name, args, meta)
+            if not reply.ok:
+                current.set_status(Status(StatusCode.ERROR, reply.error.code if reply.error else "error"))
+        if not reply.ok:
+            _audit(ctx, f"tool={tool.name} error={reply.error.code if reply.error else 'error'}",
+                   read_only=tool.annotations.read_only is True)
+        return tool_result(reply)
+
+
+def build_server(app: FastAPI) -> Server[Any]:
+    tools = McpTools(app)
+    server: Server[Any] = Server(
+        "agentix",
+        version=VERSION,
+        title="Agentix",
+        instructions=INSTRUCTIONS,
+        on_list_tools=tools.list_tools,
+        on_call_tool=tools.call_tool,
+    )
+    server.middleware.append(tools.audit_method)
+    return server

@@ -1,0 +1,27 @@
+"""users.default_model: the model of a user's chat runs when neither message nor conversation
+names one
+
+Revision ID: 0006
+Revises: 0005
+Create Date: 2026-12-01
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("users", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("default_model", sa.String(length=200), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("users", schema=None) as batch_op:
+        batch_op.drop_column("default_model")

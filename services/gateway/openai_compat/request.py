@@ -1,0 +1,85 @@
+"""The body of `POST /v1/chat/completions`, as much of it as Agentix uses, and what it means for
+a run: the user's last message is the run's text, the messages before it are the history the
+client holds (a stateless request's memory window, `tool` messages left out).
+
+Sampling parameters (`temperature`, `max_tokens`, …) and other OpenAI fields are accepted and
+ignored: the assistant's graph and the platform's model chain and token budget decide them.
+Client-side `tools` are not offered to the model: the assistant's own server-side tools run."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.gateway.chat.runs import MAX_TEXT
+from services.gateway.problems import ApiProblem
+
+# The roles that are part of a conversation's history (`developer` is OpenAI's newer `system`).
+_HISTORY_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    text: str | None = None
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str = Field(max_length=32)
+    content: str | list[ContentPart] | None = None
+
+    @property
+    def text(self) -> str:
+        """The message's text: a string, or its text parts joined (images and audio are not read)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text or "" for p in self.content or [] if p.type == "text")
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=200)
+    messages: list[Message] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: Literal[1] | None = None
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class Prompt(BaseModel):
+    """The run's input: the last user message, and the turns the client sent before it."""
+
+    text: str
+    history: list[dict[str, str]]
+
+    def strings(self) -> list[str]:
+        """What the tier-1 guardrail reads: everything that goes to the model as the user's input."""
+        return [self.text, *(m["content"] for m in self.history)]
+
+
+def prompt_of(body: ChatCompletionRequest) -> Prompt:
+    last = body.messages[-1]
+    if last.role != "user" or not last.text.strip():
+        raise ApiProblem(400, "Bad Request", "The last message must be the user's, with text.",
+                         errors=[{"code": "invalid_value", "message": "last message", "field": "messages"}])
+    if len(last.text) > MAX_TEXT:
+        raise ApiProblem(400, "Bad Request", f"The last message is longer than {MAX_TEXT} characters.",
+                         errors=[{"code": "string_too_long", "message": "too long", "field": "messages"}])
+    # The client's messages are the window, as sent (a conversation's window is the server's).
+    earlier = [{"role": _HISTORY_ROLES[m.role], "content": m.text} for m in body.messages[:-1]
+               if m.role in _HISTORY_ROLES and m.text]
+    return Prompt(text=last.text, history=earlier)

