@@ -16,6 +16,9 @@ TERMINAL: frozenset[str] = frozenset({"done", "failed", "timeout", "rejected", "
 # The terminal states a retry may reopen; a task ending in one keeps its checkpoint, which the
 # retry resumes from.
 RETRYABLE: frozenset[str] = frozenset({"failed", "timeout"})
+# The terminal states in which a task ended without its answer through a fault rather than a
+# person's decision: a chat answer is then an error message, a LangGraph run an `error` frame.
+FAULTED: frozenset[str] = frozenset({"failed", "timeout", "budget_exceeded"})
 
 # Allowed transitions; anything else is a repeated or out-of-order event and is ignored.
 TRANSITIONS: dict[str, frozenset[str]] = {

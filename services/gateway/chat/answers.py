@@ -23,9 +23,8 @@ from shared.contract.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from shared.contract.task import FAULTED
 
-# The task statuses a run fails by (states.py: `failed` or `budget_exceeded`).
-FAILED_STATUSES = frozenset({"failed", "timeout", "budget_exceeded"})
 _RETRY_AFTER = re.compile(r"retry[ -]?after\D{0,12}(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s*(?:s\b|sec|second)", re.I)
 
 
@@ -120,7 +119,7 @@ def error_sentence(status: str | None, code: str | None, error: str | None) -> s
 def error_event(event: AnyEvent) -> ErrorEvent | None:
     """What a run's stream adds after the `status` its task failed with: `error {code, message}`
     with the sentence its `error` message says (before `done`, so a live client shows it)."""
-    if not isinstance(event, StatusEvent) or event.status not in FAILED_STATUSES:
+    if not isinstance(event, StatusEvent) or event.status not in FAULTED:
         return None
     return ErrorEvent(task_id=event.task_id, n=event.n, ts=event.ts, code=event.code or event.status,
                       message=error_sentence(event.status, event.code, event.error))
