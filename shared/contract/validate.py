@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict, deque
-from collections.abc import Iterable
 from typing import Any, cast
 
 from pydantic import Field, ValidationError
 
 from shared.contract.base import Contract
+from shared.contract.cycles import cycles
 from shared.contract.dsl import (
     DSL_VERSION,
     MAX_BYTES,
@@ -314,51 +314,8 @@ def _article(word: str) -> str:
 
 
 def _check_cycles(succ: dict[str, list[str]], kinds: dict[str, str], out: _Collector) -> bool:
-    """Tarjan's SCCs (iterative); one `cycle` problem per strongly connected component."""
-    index_of: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    components: list[list[str]] = []
-    counter = 0
-    for root in kinds:
-        if root in index_of:
-            continue
-        work: list[tuple[str, Iterable[str]]] = [(root, iter(succ.get(root, ())))]
-        index_of[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            advanced = False
-            for child in children:
-                if child not in index_of:
-                    index_of[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(succ.get(child, ()))))
-                    advanced = True
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index_of[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index_of[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    components.append(component)
+    """One `cycle` problem per strongly connected component."""
+    components = cycles(succ, kinds)
     for component in components:
         cycle = _one_cycle(component, succ)
         out.error("cycle", f"the graph has a cycle: {' -> '.join([*cycle, cycle[0]])}", node_id=cycle[0])
