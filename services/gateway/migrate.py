@@ -11,8 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # Alembic narrates every plugin it loads at INFO, and it loads them when it is first imported:
-# quieten that logger before the import (its migration lines stay).
+# quieten that logger before the import. Of its migration lines only "Running upgrade …" says
+# something to an operator; the two it writes on every connection ("Context impl SQLiteImpl.",
+# "Will assume non-transactional DDL.") are dropped.
 logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+_CONNECTION_NARRATION = ("Context impl ", "Will assume ")
+logging.getLogger("alembic.runtime.migration").addFilter(
+    lambda record: not str(record.msg).startswith(_CONNECTION_NARRATION)
+)
 
 from alembic import command  # noqa: E402
 from alembic.config import Config  # noqa: E402
