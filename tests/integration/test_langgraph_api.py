@@ -1,7 +1,8 @@
 """The LangGraph Agent Server API at `/lg`, driven by the real `langgraph-sdk` against a real
 gateway (uvicorn) + dispatcher: threads, every stream mode, a dropped stream the SDK rejoins by
-itself, the multitask strategies, a plan approval as an interrupt resumed with a command, cancel,
-and stateless runs. A scripted model server streams slowly where a run must be caught mid-answer."""
+itself, the multitask strategies, a plan approval and a high-risk tool call as interrupts resumed
+with a command, join, a failed run, cancel, and stateless runs. A scripted model server streams
+slowly where a run must be caught mid-answer."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from langgraph_sdk.errors import (
 from shared.auth_tokens import mint_token
 from shared.settings import Settings
 from tests.integration.chat_support import WAIT_S, ChatStack, chat_stack
+from tests.integration.test_tool_approval import CountingTools, tool_messages
 from tests.support import openai_server as oai
 from tests.support.wait import eventually
 
@@ -222,6 +224,113 @@ async def test_a_plan_approval_is_an_interrupt_resumed_with_a_command(
         assert resumed[-1].event == "end"
         assert (await client.runs.get(thread, run_id))["status"] == "success"
         assert (await messages_of(client, thread))[-1] == ("ai", ANSWER)
+
+
+async def test_a_high_risk_tool_call_is_an_interrupt_approved_or_rejected_with_a_command(
+    scripted: Settings, srv: oai.OpenAIServer,
+) -> None:
+    tools = CountingTools()
+    srv.script([oai.reply(tool_calls=[oai.tool_call("wipe", {"path": "/tmp/old"}, id="c1")]),
+                oai.reply("/tmp/old is gone."),
+                oai.reply(tool_calls=[oai.tool_call("wipe", {"path": "/"}, id="c2")]),
+                oai.reply("I left / alone."),
+                oai.reply(tool_calls=[oai.tool_call("wipe", {"path": "/srv"}, id="c3")])])
+    async with chat_stack(scripted, tools=tools.registry) as stack:
+        client = lg(stack)
+        thread = (await client.threads.create())["thread_id"]
+        parts = await collect(client.runs.stream(thread, "chat-react", input=ask("Clean /tmp/old"),
+                                                 stream_mode=["values", "updates"]))
+        assert [p.event for p in parts][-1] == "end"
+        run_id = parts[0].data["run_id"]
+        interrupt = parts[-2].data["__interrupt__"][0]
+        assert parts[-2].event == "values"
+        assert {k: interrupt["value"][k] for k in ("kind", "tool", "call_id", "args", "run_id")} == {
+            "kind": "approval", "tool": "wipe", "call_id": "c1", "args": {"path": "/tmp/old"}, "run_id": run_id}
+        assert "wipe" in interrupt["value"]["message"]
+        assert [p.data["__interrupt__"] for p in parts if p.event == "updates" and "__interrupt__" in p.data] == [
+            [interrupt]]
+        seen = await client.threads.get(thread)
+        assert seen["status"] == "interrupted" and seen["interrupts"] == {run_id: [interrupt]}
+        assert (await client.runs.get(thread, run_id))["status"] == "interrupted"
+        assert tools.calls["wipe"] == []  # nothing runs before the decision
+
+        resumed = await collect(client.runs.stream(thread, "chat-react", command={"resume": "approve"},
+                                                   stream_mode=["messages-tuple", "custom"]))
+        assert resumed[0].data["run_id"] == run_id and resumed[-1].event == "end"
+        customs = [p.data for p in resumed if p.event == "custom"]
+        assert [c["decision"] for c in customs if c["type"] == "approval.decision"] == ["approve"]
+        assert any(c["type"] == "tool.result" and c["call_id"] == "c1" for c in customs)
+        assert "".join(p.data[0]["content"] for p in resumed if p.event == "messages") == "/tmp/old is gone."
+        assert tools.calls["wipe"] == [{"path": "/tmp/old"}]
+        assert tool_messages(srv.requests()[1])["c1"]["result"] == {"deleted": "/tmp/old"}
+        assert (await client.runs.get(thread, run_id))["status"] == "success"
+        assert (await client.threads.get(thread))["status"] == "idle"
+
+        second = await client.runs.wait(thread, "chat-react", input=ask("Now clean /"))
+        [waiting] = second["__interrupt__"]
+        assert waiting["value"]["args"] == {"path": "/"} and waiting["id"] != interrupt["id"]
+        assert (await client.threads.get(thread))["status"] == "interrupted"
+        answered = await client.runs.wait(thread, "chat-react",
+                                          command={"resume": {"decision": "reject", "comment": "not the root"}})
+        assert answered["messages"][-1]["content"] == "I left / alone."
+        assert tools.calls["wipe"] == [{"path": "/tmp/old"}]  # the refused call never ran
+        refused = tool_messages(srv.requests()[3])["c2"]
+        assert refused["ok"] is False and refused["error"]["code"] == "rejected"
+        assert "not the root" in refused["error"]["message"]
+        assert (await client.runs.get(thread, waiting["value"]["run_id"]))["status"] == "success"
+        assert (await messages_of(client, thread))[-2:] == [("human", "Now clean /"), ("ai", "I left / alone.")]
+
+        # A stateless run that stops at an approval has completed as far as its caller goes: its
+        # thread is deleted, so nobody could resume it, and the run waiting there is stopped with it.
+        created: list[Any] = []
+        alone = await client.runs.wait(None, "chat-react", input=ask("Clean /srv"), on_run_created=created.append)
+        assert alone["__interrupt__"][0]["value"]["args"] == {"path": "/srv"}
+        native = await stack.client("lg-user")
+
+        async def stopped() -> bool:
+            task = (await native.get(f"/api/v1/tasks/{created[0]['run_id']}")).json()
+            return task["status"] == "cancelled" and [t["thread_id"] for t in await client.threads.search()] == [
+                thread]
+
+        assert await eventually(stopped)
+        assert tools.calls["wipe"] == [{"path": "/tmp/old"}]
+
+
+async def test_join_a_failed_run_and_a_stateless_stream(scripted: Settings, srv: oai.OpenAIServer) -> None:
+    srv.script([oai.reply(ANSWER, chunk_chars=4, delay_s=0.02), oai.reply("Said without a thread."),
+                oai.auth_failure(), oai.auth_failure()])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-join")
+        run = await client.runs.create("t-join", "chat-direct", input=ask("Capital of Norway?"))
+        joined = await client.runs.join("t-join", run["run_id"])
+        assert [(m["type"], m["content"]) for m in joined["messages"]] == [
+            ("human", "Capital of Norway?"), ("ai", ANSWER)]
+        assert (await client.runs.get("t-join", run["run_id"]))["status"] == "success"  # the record agrees
+
+        parts = await collect(client.runs.stream(None, "chat-direct", input=ask("No thread?"),
+                                                 stream_mode=["messages-tuple", "values"]))
+        assert parts[0].event == "metadata" and parts[-1].event == "end"
+        assert "".join(p.data[0]["content"] for p in parts if p.event == "messages") == "Said without a thread."
+        assert parts[-2].event == "values" and parts[-2].data["messages"][-1]["content"] == "Said without a thread."
+
+        async def only_the_kept_thread() -> bool:  # the stateless run's thread goes once its run has ended
+            return [t["thread_id"] for t in await client.threads.search()] == ["t-join"]
+
+        assert await eventually(only_the_kept_thread)
+
+        failing = await client.runs.create("t-join", "chat-direct", input=ask("And again?"))
+        error = (await client.runs.join("t-join", failing["run_id"]))["__error__"]
+        assert error == {"error": "auth", "message": "The model provider refused the API key."}
+        assert (await client.runs.get("t-join", failing["run_id"]))["status"] == "error"
+        assert (await client.threads.get("t-join"))["status"] == "error"
+        assert [t["thread_id"] for t in await client.threads.search(status="error")] == ["t-join"]
+        streamed = await collect(client.runs.stream("t-join", "chat-direct", input=ask("Once more?")))
+        assert [p.event for p in streamed][-1] == "error" and streamed[-1].data == error
+        said = (await client.threads.get_state("t-join"))["values"]["messages"][-1]  # the failure, said in the thread
+        assert (said["type"], said["response_metadata"]["message_type"], said["content"]) == (
+            "ai", "error", error["message"])
+        assert (await client.threads.get("t-join"))["status"] == "error"
 
 
 async def test_cancel_keeps_the_partial_answer_and_stateless_runs_leave_no_thread(

@@ -2,7 +2,7 @@
 free port) with a dispatcher, NATS, and the scripted model server behind them: models, whole and
 streamed completions (the `.stream()` helper too), usage, a mid-stream error the SDK raises,
 errors before the stream in OpenAI's shape, a conversation continued by header across three
-calls, and a plan that waits for an approval."""
+calls, and a plan or a high-risk tool call that waits for an approval."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from tests.conftest import make_settings
 from tests.integration.chat_support import WAIT_S, ChatStack, chat_stack, run_state, thread
-from tests.integration.test_gateway_chat_runs import weather_tools
+from tests.integration.test_tool_approval import CountingTools, tool_messages
 from tests.support import openai_server as oai
 from tests.support.nats_server import NatsServer
 from tests.support.wait import eventually
@@ -33,12 +33,18 @@ async def srv() -> AsyncIterator[oai.OpenAIServer]:
 
 
 @pytest.fixture(scope="module")
+def tools() -> CountingTools:
+    """`weather`, and `wipe`: high-risk, so a call of it waits for an approval."""
+    return CountingTools()
+
+
+@pytest.fixture(scope="module")
 async def stack(nats_server: NatsServer, tmp_path_factory: pytest.TempPathFactory,
-                srv: oai.OpenAIServer) -> AsyncIterator[ChatStack]:
+                srv: oai.OpenAIServer, tools: CountingTools) -> AsyncIterator[ChatStack]:
     settings = make_settings(nats_server.url, tmp_path_factory.mktemp("oai") / "data", llm_base_url=srv.url,
                              llm_model="m", llm_api_key="k", llm_retry_attempts=1,
                              guardrail_blocklist=["forbiddenword"])
-    async with chat_stack(settings, tools=weather_tools()) as chat:
+    async with chat_stack(settings, tools=tools.registry) as chat:
         yield chat
 
 
@@ -258,6 +264,57 @@ async def test_a_plan_that_waits_for_approval_ends_the_completion_naming_its_run
     await run_state(client, run_id, {"succeeded"})
     said = await thread(client, raw.headers[CONVERSATION_ID])
     assert said[-1]["content"] == "Done as planned."
+
+
+async def test_a_high_risk_tool_call_ends_the_completion_naming_the_run_to_approve(
+    stack: ChatStack, scripted: oai.OpenAIServer, tools: CountingTools,
+) -> None:
+    scripted.script([oai.reply(tool_calls=[oai.tool_call("wipe", {"path": "/tmp/old"}, id="s1")]),
+                     oai.reply("Cleaned /tmp/old."),
+                     oai.reply(tool_calls=[oai.tool_call("wipe", {"path": "/"}, id="k1")]),
+                     oai.reply("I left / alone.")])
+    before = len(tools.calls["wipe"])
+    client = await native(stack, "risky-user")
+    async with sdk(stack, "risky-user") as ai:
+        # Stateless and streamed: the task waits; the note names it and its task approval route.
+        raw = await ai.chat.completions.with_raw_response.create(
+            model="agentix-react", stream=True, messages=[{"role": "user", "content": "Clean /tmp/old"}])
+        chunks = [c async for c in raw.parse()]
+        task_id = raw.headers["X-Agentix-Run-Id"]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert f"Run {task_id} waits for a human approval" in text and "wipe" in text
+        assert f"POST /api/v1/tasks/{task_id}/approval" in text
+        assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+        assert (await client.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "waiting"  # not cancelled
+        assert len(tools.calls["wipe"]) == before
+        approved = await client.post(f"/api/v1/tasks/{task_id}/approval", json={"decision": "approve"})
+        assert approved.status_code == 202, approved.text
+
+        async def done() -> dict[str, Any] | None:
+            task: dict[str, Any] = (await client.get(f"/api/v1/tasks/{task_id}")).json()
+            return task if task["status"] in ("done", "failed", "rejected", "cancelled") else None
+
+        ended = await eventually(done, attempts=int(WAIT_S / 0.05), every_s=0.05)
+        assert ended["status"] == "done" and "Cleaned /tmp/old." in str(ended["output"])  # the answer is the task's
+        assert tools.calls["wipe"][before:] == [{"path": "/tmp/old"}]
+
+        # In a conversation and whole: the note names the chat run's approval route.
+        whole = await ai.chat.completions.with_raw_response.create(
+            model="agentix-react", extra_headers={"X-Agentix-Conversation": "new"},
+            messages=[{"role": "user", "content": "Clean /"}])
+        completion = whole.parse()
+    run_id = whole.headers["X-Agentix-Run-Id"]
+    content = completion.choices[0].message.content or ""
+    assert f"Run {run_id} waits for a human approval" in content and "wipe" in content
+    assert f"POST /api/v1/runs/{run_id}/approval" in content and completion.choices[0].finish_reason == "stop"
+    await run_state(client, run_id, {"awaiting_approval"})
+    rejected = await client.post(f"/api/v1/runs/{run_id}/approval", json={"decision": "reject"})
+    assert rejected.status_code == 202, rejected.text
+    await run_state(client, run_id, {"succeeded"})
+    assert tools.calls["wipe"][before:] == [{"path": "/tmp/old"}]  # the refused call never ran
+    refused = tool_messages(scripted.requests()[-1])["k1"]
+    assert refused["ok"] is False and refused["error"]["code"] == "rejected"
+    assert (await thread(client, whole.headers[CONVERSATION_ID]))[-1]["content"] == "I left / alone."
 
 
 async def test_a_stateless_stream_left_early_cancels_its_run(stack: ChatStack, scripted: oai.OpenAIServer) -> None:

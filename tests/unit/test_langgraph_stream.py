@@ -56,6 +56,13 @@ def test_an_approval_is_an_interrupt_and_a_failure_an_error() -> None:
     assert (u, update) == ("updates", {"__interrupt__": [interrupt]})
     assert v == "values" and values["__interrupt__"] == [interrupt] and end == ("end", None)
 
+    call = ApprovalRequestEvent(task_id="t_1", node_id="ans", message="Run wipe?", call_id="c2", tool="wipe",
+                                args={"path": "/tmp"}, n=9)
+    [(_, tool_update)] = run_stream("updates").interrupted(call)[:1]
+    assert tool_update["__interrupt__"] == [{"value": {"kind": "approval", "message": "Run wipe?", "node_id": "ans",
+                                                       "run_id": "t_1", "tool": "wipe", "call_id": "c2",
+                                                       "args": {"path": "/tmp"}}, "id": "t_1:ans:c2"}]
+
     failing = run_stream("values")
     failing.frames(TokenEvent(task_id="t_1", node_id="ans", text="Half", n=2))
     failing.frames(StatusEvent(task_id="t_1", status="failed", error="too slow", code="timeout", n=3))

@@ -232,7 +232,7 @@ async def delete_thread(db: Database, bus: Bus | None, user: Principal, thread_i
 
 async def wait(db: Database, bus: Bus, started: Started) -> dict[str, Any]:
     """The thread's values once the run has ended or waits (its record then agrees)."""
-    state = await final_state(bus, started.stream)
+    state = await final_state(bus, started.stream, started.opening_at)
     await catchup.settle(db, bus, started.run.id)
     return state
 
@@ -243,7 +243,8 @@ _cleanups: set[asyncio.Task[None]] = set()  # stateless runs' threads, deleted o
 async def start_stateless(db: Database, bus: Bus, user: Principal, body: RunCreate,
                           guard: Guard) -> tuple[Started, Callable[[], None]]:
     """A run on a thread of its own, and what to call once its reader is done: the thread is then
-    deleted as soon as the run has ended, unless `on_completion: keep`."""
+    deleted as soon as the run has ended or stopped at an approval, unless `on_completion: keep`.
+    A run waiting for an approval is stopped with it: nobody could resume it without its thread."""
     conversation, _ = await db.run(threads.create, user, threads.NewThread())
     try:
         started = await start(db, bus, user, conversation.id, body, guard)
@@ -254,7 +255,7 @@ async def start_stateless(db: Database, bus: Bus, user: Principal, body: RunCrea
     async def remove_when_ended() -> None:
         try:
             await final_state(bus, await db.run(stream_for, user, conversation.id, started.run.id, []))
-            await db.run(remove_thread, user, conversation.id)
+            await delete_thread(db, bus, user, conversation.id)
         except Exception as exc:  # the bus went away: the thread stays, as a kept one would
             log.warning("stateless thread %s not removed: %s", conversation.id, exc)
 

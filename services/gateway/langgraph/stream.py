@@ -38,13 +38,13 @@ from shared.contract.events import (
     StatusEvent,
     TokenEvent,
 )
+from shared.contract.task import FAULTED
 
 FrameId = tuple[int, int]
 OPENING_K: Final = 8  # the opening's frames are `s.8`, `s.9`: after every frame event s itself makes
 MODES: Final = frozenset({"values", "updates", "messages-tuple", "custom"})
 DEFAULT_MODES: Final = ("values",)
 _SILENT: Final = (StatusEvent, NodeStartEvent, NodeSkipEvent)  # the lifecycle LangGraph has no frame for
-_FAILED: Final = ("failed", "timeout", "budget_exceeded")
 
 
 def parse_id(raw: str | None) -> FrameId | None:
@@ -73,9 +73,15 @@ def encode(frame_id: FrameId | None, event: str, data: Any) -> bytes:
 
 def interrupt_of(run_id: str, event: ApprovalRequestEvent) -> dict[str, Any]:
     """An approval as a LangGraph interrupt; answer it with a run whose `command.resume` is
-    `"approve"`/`true` or `"reject"`/`false` (or `{decision, comment?}`)."""
-    return {"value": {"kind": "approval", "message": event.message, "node_id": event.node_id, "run_id": run_id},
-            "id": f"{run_id}:{event.node_id}"}
+    `"approve"`/`true` or `"reject"`/`false` (or `{decision, comment?}`). A high-risk tool call's
+    shows the call (`tool`, `call_id`, `args`), so a client can show what it approves; its id
+    names the call, because one agent node may ask again for its next call."""
+    value: dict[str, Any] = {"kind": "approval", "message": event.message, "node_id": event.node_id,
+                             "run_id": run_id}
+    if event.call_id is None:
+        return {"value": value, "id": f"{run_id}:{event.node_id}"}
+    value.update(tool=event.tool, call_id=event.call_id, args=event.args)
+    return {"value": value, "id": f"{run_id}:{event.node_id}:{event.call_id}"}
 
 
 @dataclass
@@ -150,7 +156,7 @@ class RunStream:
 
     def ending(self) -> tuple[str, Any]:
         status = self.trace.status
-        if status in _FAILED:
+        if status in FAULTED:
             return "error", {"error": self.trace.code or status,
                              "message": error_sentence(status, self.trace.code, self.trace.error)}
         return "end", None
@@ -199,12 +205,15 @@ async def frames(bus: Bus, stream: RunStream, after: FrameId | None, opening_at:
                 yield encode(frame_id, name, data)
 
 
-async def final_state(bus: Bus, stream: RunStream) -> dict[str, Any]:
+async def final_state(bus: Bus, stream: RunStream, opening_at: int = 0) -> dict[str, Any]:
     """The thread's values once the run has ended or waits for an approval (`__interrupt__`);
-    a failed run's is `{"__error__": {error, message}}`, as the SDK's `wait` reads it."""
+    a failed run's is `{"__error__": {error, message}}`, as the SDK's `wait` reads it. A resumed
+    run (`opening_at`: its approval request) waits for what comes after that approval: the
+    decision is just being sent, so the request it answers may still look pending."""
     async for _, event in read_events(bus, stream.run_id, follow=True):
         stream.frames(event)
-        if isinstance(event, ApprovalRequestEvent) and await _pending(bus, stream.run_id, event):
+        if isinstance(event, ApprovalRequestEvent) and event.n > opening_at and await _pending(bus, stream.run_id,
+                                                                                               event):
             return stream.state(interrupt_of(stream.run_id, event))
     name, data = stream.ending()
     return {"__error__": data} if name == "error" else stream.state()
