@@ -18,6 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from services.gateway.embedded import EmbeddedGateway
+from services.gateway.mcp.catalog import ToolCatalog
+from services.gateway.principal import Principal
 from shared.auth_tokens import mint_token
 from shared.settings import Settings
 from tests.integration.test_tools_support import InProcess, Tools, connected, tools_and_gateway
@@ -203,6 +205,22 @@ async def test_the_2026_protocol_acts_as_the_token_user_too(mcp: Mcp) -> None:
         assert error_text(await bob.call_tool("memory_get", {"key": "k"})).startswith("not_found:")
     async with mcp.session("root", admin=True, modern=True) as root:
         assert "code_exec" in by_name(await root.list_tools())
+
+
+async def test_the_schema_lookup_answers_what_the_caller_was_listed(mcp: Mcp) -> None:
+    """The SDK checks a 2026-protocol call's `Mcp-Param-*` headers against the called tool's schema,
+    which the gateway answers from its catalog (no `tools/list` per call): the schema this caller
+    was listed, and nothing for a tool hidden from them."""
+    async with mcp.session("alice", modern=True) as session:
+        listed = by_name(await session.list_tools())
+    catalog = ToolCatalog(mcp.tools.client)
+    alice, root = Principal("alice"), Principal("root", is_admin=True)
+    assert catalog.input_schema(mcp.settings, alice, "kb_search") is None  # nothing fetched yet
+    assert await catalog.find(mcp.settings, alice, "kb_search") is not None  # as `prepare` does for a call
+    assert catalog.input_schema(mcp.settings, alice, "kb_search") == listed["kb_search"].input_schema
+    assert catalog.input_schema(mcp.settings, alice, "code_exec") is None  # high-risk: not listed to Alice
+    assert catalog.input_schema(mcp.settings, root, "code_exec") is not None
+    assert catalog.input_schema(mcp.settings, alice, "no_such_tool") is None
 
 
 async def test_every_call_is_audited_with_its_tool(mcp: Mcp) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import mcp_types as types
 
@@ -45,6 +47,16 @@ def mcp_tool(tool: ToolDescriptor) -> types.Tool:
     )
 
 
+class Registry:
+    """One `list_tools` round: the descriptors by name, and their MCP form, built once per round
+    rather than per `tools/list` (the public schema is a deep copy of each tool's schema)."""
+
+    def __init__(self, found: list[ToolDescriptor]) -> None:
+        agent = sorted((t for t in found if t.agent), key=lambda t: t.name)
+        self.tools = {t.name: t for t in agent}
+        self.listed = {t.name: mcp_tool(t) for t in agent}
+
+
 class ToolCatalog:
     """The agent-visible tools by name, refreshed from the tool services at most every `ttl_s`
     (and at once when a caller names a tool not seen yet)."""
@@ -52,28 +64,41 @@ class ToolCatalog:
     def __init__(self, client: ToolClient, ttl_s: float = TOOLS_TTL_S) -> None:
         self.client = client
         self.ttl_s = ttl_s
-        self._tools: dict[str, ToolDescriptor] = {}
+        self._registry = Registry([])
         self._at = -math.inf
         self._lock = asyncio.Lock()
 
-    async def _all(self, *, refresh: bool = False) -> dict[str, ToolDescriptor]:
+    async def current(self, *, refresh: bool = False) -> Registry:
+        """The registry, fetched again when `refresh` or older than the TTL."""
+        if not refresh and time.monotonic() - self._at <= self.ttl_s:
+            return self._registry  # the common case: no lock, no await
         async with self._lock:
             if refresh or time.monotonic() - self._at > self.ttl_s:
-                found = await self.client.list_tools()
-                self._tools = {t.name: t for t in found if t.agent}
+                self._registry = Registry(await self.client.list_tools())
                 self._at = time.monotonic()
-            return self._tools
+            return self._registry
 
-    async def visible(self, settings: GatewaySettings, principal: Principal) -> list[ToolDescriptor]:
+    async def listing(self, settings: GatewaySettings, principal: Principal) -> list[types.Tool]:
+        """What `tools/list` answers this caller, by name."""
+        registry = await self.current()
         high_risk_ok = may_run_high_risk(settings, principal)
-        return [t for t in (await self._all()).values() if high_risk_ok or not t.high_risk]
+        return [registry.listed[name] for name, t in registry.tools.items() if high_risk_ok or not t.high_risk]
 
     async def find(self, settings: GatewaySettings, principal: Principal, name: str) -> ToolDescriptor | None:
         """The tool if this caller may see it; a name not in the cache triggers one refresh."""
-        tools = await self._all()
+        tools = (await self.current()).tools
         if name not in tools:
-            tools = await self._all(refresh=True)
+            tools = (await self.current(refresh=True)).tools
         tool = tools.get(name)
         if tool is None or (tool.high_risk and not may_run_high_risk(settings, principal)):
             return None
         return tool
+
+    def input_schema(self, settings: GatewaySettings, principal: Principal, name: str) -> Mapping[str, Any] | None:
+        """The schema `tools/list` gave this caller for `name` (None: not listed to them), from the
+        registry as it stands: the SDK asks it synchronously, to check `Mcp-Param-*` headers."""
+        registry = self._registry
+        tool = registry.tools.get(name)
+        if tool is None or (tool.high_risk and not may_run_high_risk(settings, principal)):
+            return None
+        return registry.listed[name].input_schema

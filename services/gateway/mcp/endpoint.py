@@ -29,6 +29,8 @@ from services.gateway.problems import ApiProblem
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+    from services.gateway.mcp.server import McpTools
+
 PATH = "/mcp"
 # The SDK logs every stateless request's transport teardown at INFO; the access log has the request.
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
@@ -49,15 +51,16 @@ class McpEndpoint:
         scope.setdefault("route", self.route)
         st = self.app.state
         try:
-            await admit(st, scope, header(scope, b"authorization"))
+            principal = await admit(st, scope, header(scope, b"authorization"))
         except ApiProblem as problem:
             await send_problem(scope, receive, send, problem)
             return
         transport: McpTransport | None = getattr(st, "mcp_transport", None)
         sessions = await transport.sessions() if transport is not None else None
-        if sessions is None:
+        if sessions is None or transport is None or transport.tools is None:
             await send_problem(scope, receive, send, ApiProblem(503, "Service Unavailable", "MCP is not running."))
             return
+        await transport.tools.prepare(principal, header(scope, b"mcp-method"), header(scope, b"mcp-name"))
         await sessions.handle_request(scope, receive, send)
 
 
@@ -68,6 +71,7 @@ class McpTransport:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self._sessions: StreamableHTTPSessionManager | None = None
+        self.tools: McpTools | None = None
         self._runner: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -78,15 +82,16 @@ class McpTransport:
             if self._sessions is None and not self._closing.is_set():
                 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-                from services.gateway.mcp.server import build_server
+                from services.gateway.mcp.server import McpTools, build_server
 
+                tools = McpTools(self.app)
                 sessions = StreamableHTTPSessionManager(
-                    app=build_server(self.app), stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
+                    app=build_server(tools), stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
                 )
                 started = asyncio.get_running_loop().create_future()
                 self._runner = asyncio.create_task(self._run(sessions, started), name="mcp transport")
                 await started  # raises what the start raised
-                self._sessions = sessions
+                self._sessions, self.tools = sessions, tools
         return None if self._closing.is_set() else self._sessions
 
     async def _run(self, sessions: StreamableHTTPSessionManager, started: asyncio.Future[None]) -> None:

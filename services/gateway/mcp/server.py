@@ -8,6 +8,8 @@ is an `isError` result with the tool's message, never a protocol error."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
@@ -17,7 +19,7 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from services.gateway.mcp.catalog import ToolCatalog, mcp_tool
+from services.gateway.mcp.catalog import ToolCatalog
 from services.gateway.principal import Principal
 from shared.bus.tools import ToolClient
 from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
@@ -28,6 +30,9 @@ from shared.telemetry import span
 MCP_SESSION = "mcp"
 # The methods that change nothing; `tools/call` changes nothing when its tool is read-only.
 READ_ONLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
+# The caller of the request being served, for the SDK's schema lookup (which is given a tool name
+# only); set by the endpoint in the request's own task, so concurrent requests never see another's.
+_caller: ContextVar[Principal | None] = ContextVar("mcp_caller", default=None)
 INSTRUCTIONS = (
     "Agentix's tools: knowledge-base search, long-term memory, conversation history, reports and "
     "document parsing. Every call acts as the user of the bearer token."
@@ -97,6 +102,25 @@ class McpTools:
             self._catalog = ToolCatalog(ToolClient(bus))
         return self._catalog
 
+    async def prepare(self, principal: Principal, method: str | None, name: str | None) -> None:
+        """Before the SDK serves a request: name its caller for `input_schema`; and for a
+        2026-protocol `tools/call` (its `Mcp-Method` and `Mcp-Name` headers, which the SDK checks
+        against the body) have the registry know that tool, as the call itself would."""
+        _caller.set(principal)
+        catalog = self.catalog()
+        if method == "tools/call" and name is not None and catalog is not None:
+            await catalog.find(self.settings, principal, name)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The SDK's `get_tool_input_schema`: the schema this caller was listed for `name`, against
+        which it checks a 2026-protocol call's `Mcp-Param-*` headers. Without it the SDK runs a
+        whole `tools/list` (every tool's MCP form, serialised) before each such call."""
+        principal = _caller.get()
+        catalog = self.catalog()
+        if principal is None or catalog is None:
+            return None  # the call itself answers (unauthorised or unavailable)
+        return catalog.input_schema(self.settings, principal, name)
+
     async def audit_method(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Server middleware: every MCP POST's audit row names its method (a call, its tool)."""
         _audit(ctx, f"mcp={ctx.method}", read_only=ctx.method in READ_ONLY_METHODS)
@@ -109,8 +133,7 @@ class McpTools:
         catalog = self.catalog()
         if catalog is None:
             raise MCPError(types.INTERNAL_ERROR, "The message bus is not connected; try again shortly.")
-        tools = await catalog.visible(self.settings, principal)
-        return types.ListToolsResult(tools=[mcp_tool(t) for t in sorted(tools, key=lambda t: t.name)])
+        return types.ListToolsResult(tools=await catalog.listing(self.settings, principal))
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -139,8 +162,7 @@ class McpTools:
         return tool_result(reply)
 
 
-def build_server(app: FastAPI) -> Server[Any]:
-    tools = McpTools(app)
+def build_server(tools: McpTools) -> Server[Any]:
     server: Server[Any] = Server(
         "agentix",
         version=VERSION,
@@ -148,6 +170,7 @@ def build_server(app: FastAPI) -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=tools.list_tools,
         on_call_tool=tools.call_tool,
+        get_tool_input_schema=tools.input_schema,
     )
     server.middleware.append(tools.audit_method)
     return server
