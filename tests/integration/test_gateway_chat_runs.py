@@ -1,10 +1,12 @@
 """How chat runs of one conversation behave together and how they end: FIFO through two gateway
-replicas (PostgreSQL), the `reject` and `interrupt` policies, cancel mid-stream (the partial
+replicas sharing one database (SQLite and PostgreSQL), messages posted one after the other or all
+at once, the `reject` and `interrupt` policies, cancel mid-stream (the partial
 answer is kept), failures as clear `error` messages, and the model precedence. A scripted model
 server streams slowly where a run must be caught mid-answer."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +21,7 @@ from shared.settings import Settings
 from tests.conftest import make_settings
 from tests.integration.chat_support import (
     ENDED,
+    WAIT_S,
     Frame,
     chat_stack,
     events_of,
@@ -30,6 +33,7 @@ from tests.integration.chat_support import (
 )
 from tests.support import openai_server as oai
 from tests.support.nats_server import NatsServer
+from tests.support.wait import eventually
 
 PARTIAL = "The first half of an answer that never"
 
@@ -50,10 +54,36 @@ def at(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-async def test_three_quick_messages_through_two_replicas_run_one_at_a_time_in_order(
-    settings: Settings, pg_url: str,
-) -> None:
-    async with chat_stack(settings.model_copy(update={"gateway_db_url": pg_url}), replicas=2) as stack:
+async def approvable(client: httpx.AsyncClient, run_id: str) -> None:
+    """Until the run waits for its approval and its task's record says so too (what the approval
+    route checks): with two replicas the recorder can apply a task's events out of order, and its
+    record then lags behind the run's state for a moment."""
+    await run_state(client, run_id, {"awaiting_approval"})
+
+    async def recorded() -> bool:
+        return (await client.get(f"/api/v1/tasks/{run_id}")).json()["status"] == "waiting"
+
+    await eventually(recorded, attempts=int(WAIT_S / 0.05), every_s=0.05)
+
+
+def ran(events: list[Frame]) -> tuple[datetime, datetime]:
+    """When a run's task started running and when it ended, by its own log (the task record's
+    times depend on the order the recorder applied its events in)."""
+    started = next(f for f in events if f.event == "status" and f.data["status"] == "running")
+    return at(started.data["ts"]), at(events[-1].data["ts"])
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_db(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """Settings for gateway replicas on one database: one SQLite file (its writers wait on each
+    other, so the conversation's lock holds across replicas), then PostgreSQL."""
+    if request.param == "postgres":
+        return settings.model_copy(update={"gateway_db_url": request.getfixturevalue("pg_url")})
+    return settings
+
+
+async def test_three_quick_messages_through_two_replicas_run_one_at_a_time_in_order(shared_db: Settings) -> None:
+    async with chat_stack(shared_db, replicas=2) as stack:
         user = "fifo-user"
         one, two = await stack.client(user, replica=0), await stack.client(user, replica=1)
         conversation = await new_conversation(one, mode="direct")
@@ -64,25 +94,68 @@ async def test_three_quick_messages_through_two_replicas_run_one_at_a_time_in_or
         assert [r["run"]["position"] for r in (first, second, third)] == [0, 1, 2]
         ids = [r["run"]["id"] for r in (first, second, third)]
         assert (await two.get(f"/api/v1/runs/{ids[2]}")).json()["position"] == 2
-        await run_state(two, ids[0], {"awaiting_approval"})
+        await approvable(two, ids[0])
         assert [(await one.get(f"/api/v1/runs/{i}")).json()["state"] for i in ids[1:]] == ["queued", "queued"]
         assert (await one.post(f"/api/v1/runs/{ids[0]}/approval", json={"decision": "approve"})).status_code == 202
 
+        times = []
         for index, run_id in enumerate(ids):
             events = await events_of(two if index % 2 else one, run_id)
             if index:
                 assert events[0].event == "queued" and events[0].data["position"] == index
             assert events[-1].data["status"] == "done"
             assert (await run_state(one, run_id, ENDED))["state"] == "succeeded"
+            times.append(ran(events))
+        for (_, ended), (started, _) in itertools.pairwise(times):
+            assert started >= ended  # never two at once
         tasks = [(await one.get(f"/api/v1/tasks/{i}")).json() for i in ids]
-        for earlier, later in itertools.pairwise(tasks):
-            assert at(later["started_at"]) >= at(earlier["finished_at"])  # never two at once
         messages = await thread(two, conversation)
         assert [(m["role"], m["run_id"]) for m in messages] == [
             (role, run_id) for run_id in ids for role in ("user", "assistant")]
         # The third run's memory holds both earlier turns, answers included, in order.
         said = [{"role": m["role"], "content": m["content"]} for m in messages[:4]]
         assert tasks[2]["input"]["history"] == said
+
+
+async def test_three_messages_posted_at_once_through_two_replicas_run_one_at_a_time_in_the_order_accepted(
+    shared_db: Settings,
+) -> None:
+    async with chat_stack(shared_db, replicas=2) as stack:
+        user = "fifo-gather-user"
+        one, two = await stack.client(user, replica=0), await stack.client(user, replica=1)
+        clients = (one, two, one)
+        # Every run plans and waits for its approval: the runs behind the first surely queue.
+        conversation = await new_conversation(one, mode="plan")
+        texts = [f"Step {name} is mine. What is step {name}?" for name in ("alpha", "beta", "gamma")]
+        posted = await asyncio.gather(*(say(c, conversation, t) for c, t in zip(clients, texts, strict=True)))
+        asked = {p["run"]["id"]: (p["message"]["content"], p["run"]["position"]) for p in posted}
+        seqs = {run_id: (await two.get(f"/api/v1/runs/{run_id}")).json()["seq"] for run_id in asked}
+        ids = sorted(asked, key=seqs.__getitem__)  # the order the server accepted them in
+        assert [seqs[i] for i in ids] == [1, 2, 3] and [asked[i][1] for i in ids] == [0, 1, 2]
+
+        for index, run_id in enumerate(ids):
+            client = (one, two)[index % 2]
+            await approvable(client, run_id)
+            for later in ids[index + 1:]:  # held, with no task yet
+                assert (await client.get(f"/api/v1/runs/{later}")).json()["state"] == "queued"
+                assert (await client.get(f"/api/v1/tasks/{later}")).status_code == 404
+            assert (await client.post(f"/api/v1/runs/{run_id}/approval", json={"decision": "approve"})).status_code \
+                == 202
+            assert (await run_state(client, run_id, ENDED))["state"] == "succeeded"
+
+        times = []
+        for index, run_id in enumerate(ids):
+            events = await events_of(clients[index], run_id)
+            if index:
+                assert events[0].event == "queued" and events[0].data["position"] == index
+            assert events[-1].data["status"] == "done"
+            times.append(ran(events))
+        for (_, ended), (started, _) in itertools.pairwise(times):
+            assert started >= ended  # never two at once, in seq order
+        messages = await thread(two, conversation)
+        assert [(m["role"], m["run_id"]) for m in messages] == [
+            (role, run_id) for run_id in ids for role in ("user", "assistant")]
+        assert [m["content"] for m in messages if m["role"] == "user"] == [asked[i][0] for i in ids]
 
 
 class CityArgs(BaseModel):

@@ -3,12 +3,16 @@ the error sentences."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from services.gateway.chat.answers import error_sentence
+from services.gateway.chat.answers import RunTrace, error_sentence
 from services.gateway.chat.graphs import MODES, graph_for
 from services.gateway.chat.memory import FOLD_AT, WINDOW, made_summary, plan, window
-from services.gateway.chat.states import RUN_TERMINAL, can_move, state_for
+from services.gateway.chat.progress import end_run, follow
+from services.gateway.chat.states import RUN_TERMINAL, can_move, move, path, state_for
+from services.gateway.chat.tables import ChatRun
 from shared.contract.validate import validate_dsl
 
 
@@ -22,10 +26,59 @@ def test_the_state_machine_refuses_illegal_moves() -> None:
         assert not any(can_move(ended, other) for other in ("queued", "running", "succeeded", "failed"))
 
 
+def run_in(state: str, mode: str = "react") -> ChatRun:
+    return ChatRun(id="t1", conversation_id="c1", seq=1, mode=mode, state=state)
+
+
+def test_a_move_is_written_only_when_the_machine_allows_it(caplog: pytest.LogCaptureFixture) -> None:
+    run = run_in("queued")
+    assert move(run, "running") and run.state == "running" and run.ended_at is None
+    assert not move(run, "running") and run.state == "running"  # there already: no change
+    with caplog.at_level(logging.INFO, logger="agentix.gateway.chat"):
+        assert not move(run, "planning")  # refused, and said so
+    assert run.state == "running" and "refused the move running → planning" in caplog.text
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert move(run, "succeeded") and run.state == "succeeded" and run.ended_at is not None
+    ended_at = run.ended_at
+    assert not move(run, "failed") and (run.state, run.ended_at) == ("succeeded", ended_at)  # terminal stays
+
+
+def test_the_fewest_legal_moves_between_two_states() -> None:
+    assert path("queued", "succeeded", "react") == ["running", "succeeded"]
+    assert path("queued", "awaiting_approval", "react") == ["running", "awaiting_approval"]
+    assert path("queued", "awaiting_approval", "plan") == ["planning", "awaiting_approval"]
+    assert path("planning", "succeeded", "plan") == ["awaiting_approval", "running", "succeeded"]
+    assert path("queued", "planning", "react") is None  # only a plan run plans
+    assert path("awaiting_approval", "cancelled", "plan") == ["cancelled"]
+    assert path("running", "running", "react") == []
+    assert path("succeeded", "failed", "react") is None and path("cancelled", "running", "plan") is None
+
+
+def test_a_run_follows_its_tasks_latest_status_through_the_moves_not_recorded_yet() -> None:
+    run = run_in("queued", "plan")  # its `running` is in a batch another replica has not applied
+    assert follow(run, "awaiting_approval") and run.state == "awaiting_approval"
+    assert not follow(run, "awaiting_approval")  # the late batch: nothing changes
+    assert follow(run, "running") and run.state == "running"
+    ended = run_in("cancelled")
+    assert not follow(ended, "running") and ended.state == "cancelled"
+
+
+def test_a_run_ends_as_its_task_did_through_the_moves_it_had_not_recorded_yet() -> None:
+    run = run_in("queued")  # its `running` status is applied after its `done` (another replica's batch)
+    assert end_run(run, RunTrace(status="done")) and run.state == "succeeded" and run.ended_at is not None
+    interrupted = run_in("running")
+    interrupted.stop_reason = "interrupt"
+    assert end_run(interrupted, RunTrace(status="cancelled")) and interrupted.state == "interrupted"
+    assert end_run(run_in("planning", "plan"), RunTrace(status=None))  # no `done` in its log: failed
+    ended = run_in("failed")
+    assert not end_run(ended, RunTrace(status="done")) and ended.state == "failed"  # refused
+
+
 def test_task_statuses_map_to_run_states() -> None:
     assert state_for("running", "queued", "plan", None) == "planning"
     assert state_for("running", "awaiting_approval", "plan", None) == "running"
     assert state_for("running", "queued", "react", None) == "running"
+    assert state_for("running", "planning", "plan", None) == "planning"  # a takeover while it plans
     assert state_for("waiting", "planning", "plan", None) == "awaiting_approval"
     assert state_for("done", "running", "react", None) == "succeeded"
     assert state_for("rejected", "awaiting_approval", "plan", None) == "cancelled"

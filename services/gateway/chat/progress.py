@@ -1,8 +1,10 @@
 """How a chat run follows its task, on the recorder's path (one durable consumer shared by every
-gateway replica, so exactly one replica handles each event): the run's state moves with the
-task's status; when the task ends, the assistant's message(s) are written and the next held run
-of the conversation gets its task and is published. At least once and idempotent: a repeated
-event finds the run ended and its successor already holding a task."""
+gateway replica, so exactly one replica handles each event — but batches can be applied out of
+order: on several replicas at once, a failed one again later): the run's state moves with the
+latest status in its task's log, through the state machine (`states.move`); when the task ends,
+the assistant's message(s) are written and the next held run of the conversation gets its task
+and is published. At least once and idempotent: a repeated event finds the run ended and its
+successor already holding a task."""
 
 from __future__ import annotations
 
@@ -15,11 +17,12 @@ from services.gateway import task_service as tasks
 from services.gateway.chat import conversations, memory, messages
 from services.gateway.chat.answers import RunTrace, error_sentence, read_trace
 from services.gateway.chat.runs import next_task
-from services.gateway.chat.states import RUN_TERMINAL, can_move, state_for
+from services.gateway.chat.states import RUN_TERMINAL, move, path, state_for
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
-from services.gateway.tables import Task, now
+from services.gateway.tables import Task
 from shared.bus import Bus
+from shared.bus.events import last_event
 from shared.contract.events import AnyEvent, DoneEvent, StatusEvent
 from shared.contract.task import TERMINAL
 
@@ -30,16 +33,30 @@ def _chat_runs(session: Session, ids: list[str]) -> set[str]:
     return set(session.exec(select(ChatRun.id).where(col(ChatRun.id).in_(ids))))
 
 
-def _advance(session: Session, moves: list[tuple[str, str]]) -> None:
-    """Non-terminal task statuses (running, waiting) → run states, in stream order."""
-    for run_id, status in moves:
+def _advance(session: Session, latest: list[tuple[str, str]]) -> None:
+    """Each run to the state its task's latest status (running, waiting) means."""
+    for run_id, status in latest:
         run = session.exec(select(ChatRun).where(ChatRun.id == run_id).with_for_update()).one_or_none()
         if run is None:
             continue
         new = state_for(status, run.state, run.mode, run.stop_reason)
-        if new is not None and can_move(run.state, new):
-            run.state = new
+        if new is not None and follow(run, new):
             session.add(run)
+
+
+def follow(run: ChatRun, new: str) -> bool:
+    """Move the run to `new`, the state its task is in. The recorder's batches are applied on
+    every gateway replica at once, and a failed one again later, so the status events before
+    the one that says `new` may not have been applied yet: the moves they skipped are made on the
+    way, each one checked by the machine. False when nothing changed (there already, or refused)."""
+    steps = path(run.state, new, run.mode)
+    if steps is None:
+        return move(run, new)  # refused, and logged
+    if len(steps) > 1:
+        log.info("chat run %s is %s before its moves %s were recorded", run.id, new, " → ".join(steps[:-1]))
+    for step in steps:
+        move(run, step)
+    return bool(steps)
 
 
 def _finish(session: Session, run_id: str, trace: RunTrace) -> Task | None:
@@ -51,9 +68,7 @@ def _finish(session: Session, run_id: str, trace: RunTrace) -> Task | None:
     if conversation is None:
         return None
     session.refresh(run)
-    if run.state not in RUN_TERMINAL:
-        ended = state_for(trace.status or "failed", run.state, run.mode, run.stop_reason) or "failed"
-        run.state, run.ended_at = ended, now()
+    if run.state not in RUN_TERMINAL and end_run(run, trace):
         run.model = trace.model or run.model
         session.add(run)
         if run.stop_reason == "rollback":  # the newer message replaces this turn: none of it stays
@@ -63,6 +78,13 @@ def _finish(session: Session, run_id: str, trace: RunTrace) -> Task | None:
         if run.state == "succeeded":
             keep_summary(session, conversation, session.get(Task, run.id), trace)
     return next_task(session, conversation)
+
+
+def end_run(run: ChatRun, trace: RunTrace) -> bool:
+    """Move the run to the state its task ended with (see `follow`); False when refused."""
+    ended = state_for(trace.status or "failed", run.state, run.mode, run.stop_reason) or "failed"
+    follow(run, ended)
+    return run.state == ended
 
 
 def keep_summary(session: Session, conversation: Conversation, task: Task | None, trace: RunTrace) -> None:
@@ -97,24 +119,35 @@ class ChatProgress:
         self.db = db
 
     async def __call__(self, events: Sequence[AnyEvent]) -> None:
-        moves: list[tuple[str, str]] = []
+        moved: set[str] = set()
         ended: list[str] = []
         for event in events:
             if isinstance(event, StatusEvent) and event.status not in TERMINAL:
-                moves.append((event.task_id, event.status))
+                moved.add(event.task_id)
             elif isinstance(event, DoneEvent) and event.status in TERMINAL and event.task_id not in ended:
                 ended.append(event.task_id)
-        if not moves and not ended:
+        if not moved and not ended:
             return
-        runs = await self.db.run(_chat_runs, sorted({t for t, _ in moves} | set(ended)))
+        runs = await self.db.run(_chat_runs, sorted(moved | set(ended)))
         if not runs:
             return
-        moves = [(t, s) for t, s in moves if t in runs]
-        if moves:
-            await self.db.run(_advance, moves)
+        going = sorted(moved & runs)
+        if going:
+            await self.db.run(_advance, await self.latest_statuses(going))
         for run_id in ended:
             if run_id in runs:
                 await self.finish(run_id)
+
+    async def latest_statuses(self, run_ids: list[str]) -> list[tuple[str, str]]:
+        """The latest status in each run's log, which the run follows, rather than the statuses
+        of this batch: another replica may have applied a later one already (an ending is left
+        to the run's `done`)."""
+        latest = []
+        for run_id in run_ids:
+            event = await last_event(self.bus, run_id, "status")
+            if isinstance(event, StatusEvent) and event.status not in TERMINAL:
+                latest.append((run_id, event.status))
+        return latest
 
     async def finish(self, run_id: str) -> None:
         trace = await read_trace(self.bus, run_id)

@@ -22,13 +22,13 @@ from services.gateway import task_approvals, users
 from services.gateway import task_service as tasks
 from services.gateway.chat import conversations, memory, messages
 from services.gateway.chat.graphs import Mode, graph_for
-from services.gateway.chat.states import RUN_TERMINAL
+from services.gateway.chat.states import RUN_TERMINAL, move
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.ids import new_id
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.tables import Task, aware, now
+from services.gateway.tables import Task, aware
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event_n
 from shared.contract.events import QueuedEvent, finish_task
@@ -173,9 +173,9 @@ def _accept(session: Session, user: Principal, conversation_id: str, body: PostM
         session.add(active)
         accepted.interrupt = active.id
         for dropped in held:  # never started: they end here, cancelled by the newer message
-            dropped.state, dropped.ended_at = "cancelled", now()
-            session.add(dropped)
-            accepted.dropped.append(dropped.id)
+            if move(dropped, "cancelled"):
+                session.add(dropped)
+                accepted.dropped.append(dropped.id)
         ahead = [active]
     run.position = len(ahead)
     session.add(run)
@@ -248,7 +248,8 @@ def _end_held(session: Session, user: Principal, run_id: str) -> bool:
         raise ApiProblem(409, "Conflict", f"Run {run_id} already ended ({run.state}).")
     if session.get(Task, run.id) is not None:
         return False
-    run.state, run.ended_at = "cancelled", now()
+    if not move(run, "cancelled"):
+        raise ApiProblem(409, "Conflict", f"Run {run_id} cannot be cancelled ({run.state}).")
     session.add(run)
     return True
 
