@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, select, update
 
 from services.gateway.tables import Task, TaskNode, aware, now
 from shared.contract.events import (
@@ -39,8 +39,13 @@ def apply_events(session: Session, events: Iterable[AnyEvent]) -> int:
         by_task[event.task_id].append(event)
     if not by_task:
         return 0
+    # Another replica may be applying events of the same tasks: the rows are written first (their
+    # `updated_at`), because on SQLite, which has no row locks, only a write makes the other
+    # writer wait — and reading afterwards sees its nodes, instead of inserting them a second
+    # time. On PostgreSQL the UPDATE locks the rows as `SELECT … FOR UPDATE` does.
+    session.execute(update(Task).where(col(Task.id).in_(list(by_task))).values(updated_at=now()))
     query = select(Task).where(col(Task.id).in_(list(by_task))).with_for_update()
-    tasks = {t.id: t for t in session.exec(query)}
+    tasks = {t.id: t for t in session.exec(query.execution_options(populate_existing=True))}
     changed = 0
     for task_id, task_events in by_task.items():
         task = tasks.get(task_id)
@@ -50,7 +55,6 @@ def apply_events(session: Session, events: Iterable[AnyEvent]) -> int:
         for event in task_events:
             if _apply(session, task, nodes, event):
                 changed += 1
-        task.updated_at = now()
         session.add(task)
     return changed
 

@@ -4,12 +4,14 @@ consumer acks only after the commit."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event as sqlalchemy_event
 from sqlalchemy import text
 from sqlmodel import select
 
@@ -131,3 +133,48 @@ def test_postgres_url_forms_are_accepted(pg_url: str) -> None:
             assert conn.execute(text("select 1")).scalar() == 1
     finally:
         database.close()
+
+
+def test_two_replicas_recording_the_same_node_at_once_both_commit(db: Database) -> None:
+    """Two gateway replicas apply batches of one task at the same time (the recorder's batches
+    may overlap, a failed one is redelivered): the second must wait for the first and then see
+    the node it created, not insert it again and fail on the unique key. Replica A holds its
+    transaction open, written but not committed, until replica B is inside a statement that
+    writes or locks (B's statements are watched on its engine); only then does A commit."""
+    task_id = new_task(db, status="running")
+    t0 = now()
+    started = NodeStartEvent(task_id=task_id, node_id="a", kind="agent", ts=t0)
+    ended = NodeEndEvent(task_id=task_id, node_id="a", status="done", duration_ms=5, ts=t0 + timedelta(seconds=1))
+    second = Database(db.url)
+    writing = threading.Event()
+
+    @sqlalchemy_event.listens_for(second.engine, "before_cursor_execute")
+    def _watch(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        sql = statement.lstrip().upper()
+        if sql.startswith(("UPDATE", "INSERT")) or "FOR UPDATE" in sql:  # a statement that may wait for A
+            writing.set()
+
+    outcome: dict[str, object] = {}
+
+    def replica_b() -> None:
+        try:
+            with second.session() as s:
+                apply_events(s, [ended])
+                s.commit()
+            outcome["b"] = "committed"
+        except Exception as exc:  # what the test reports, whatever it is
+            outcome["b"] = exc
+
+    try:
+        with db.session() as a:
+            apply_events(a, [started])
+            a.flush()  # A's rows are written: it holds the write lock (SQLite) / the row lock
+            b = threading.Thread(target=replica_b)
+            b.start()
+            assert writing.wait(30), "replica B never reached a writing statement"
+            a.commit()
+        b.join(60)
+        assert outcome.get("b") == "committed", outcome
+        assert nodes(db, task_id)["a"].status == "done"
+    finally:
+        second.close()
