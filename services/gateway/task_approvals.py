@@ -18,6 +18,9 @@ from shared.bus.events import last_event, last_event_n
 from shared.contract.events import StatusEvent
 from shared.contract.task import ResumeMessage
 
+# The row statuses a task's record can lag in while its log already says `waiting`.
+LAGGING = frozenset({"submitted", "running"})
+
 
 class Approval(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -55,9 +58,10 @@ def _approval_target(session: Session, user: Principal, task_id: str, node_id: s
                      waits_on_bus: bool = False) -> str:
     """The node a decision goes to. `waits_on_bus`: the task's event log already says `waiting`
     while its row may lag behind (the recorder has not applied that event yet) — a person who
-    saw the approval request must be able to answer it at once."""
+    saw the approval request must be able to answer it at once, whether the row still says
+    `running` or has not even seen the task start (`submitted`)."""
     task = load_owned(session, user, task_id)
-    if task.status != "waiting" and not (waits_on_bus and task.status == "running"):
+    if task.status != "waiting" and not (waits_on_bus and task.status in LAGGING):
         raise ApiProblem(409, "Conflict", f"Task {task_id} is not waiting for approval ({task.status}).")
     return _waiting_node(session, task, node_id)
 

@@ -34,16 +34,17 @@ def db(tmp_path: Path) -> Iterator[Database]:
     database.close()
 
 
-def running_task(db: Database) -> str:
+def running_task(db: Database, status: str = "running") -> str:
     task_id = f"t_{uuid.uuid4().hex[:12]}"
     with db.session() as s:
-        s.add(Task(id=task_id, user_id=ALICE.id, status="running", dsl=DSL))
+        s.add(Task(id=task_id, user_id=ALICE.id, status=status, dsl=DSL))
         s.commit()
     return task_id
 
 
-async def test_a_decision_is_taken_while_the_row_lags_behind_the_log(db: Database, bus: Bus) -> None:
-    task_id = running_task(db)
+@pytest.mark.parametrize("row_status", ["running", "submitted"])
+async def test_a_decision_is_taken_while_the_row_lags_behind_the_log(db: Database, bus: Bus, row_status: str) -> None:
+    task_id = running_task(db, row_status)
     events = EventPublisher(bus, task_id)
     await events.emit(StatusEvent(task_id=task_id, status="running"))
     await events.emit(StatusEvent(task_id=task_id, status="waiting"))
