@@ -36,7 +36,6 @@ from tests.integration.chat_support import (
     thread,
 )
 from tests.integration.conftest import scripted_settings
-from tests.integration.test_dispatcher_crash_agent_loop import kill_the_owner
 from tests.support import faults
 from tests.support import openai_server as oai
 from tests.support.dispatcher import dispatcher_process
@@ -149,7 +148,7 @@ async def test_react_run_sigkilled_mid_answer_is_finished_without_repeating_the_
         reader = asyncio.create_task(follow(alice, run_id, seen))
         await streaming_after(seen, "tool.result")  # the tool ran; the answer after it is streaming
 
-        await kill_the_owner(beats, procs)
+        await faults.kill_the_owner(beats, procs)
         await reader
 
         answer = await check_taken_over(alice, conversation, run_id, seen)
@@ -180,7 +179,7 @@ async def test_direct_run_sigkilled_mid_answer_is_finished_without_repeating_a_t
         await streaming_after(seen, None)
         shown_before = "".join(f.data["text"] for f in seen if f.event == "token")
 
-        await kill_the_owner(beats, procs)
+        await faults.kill_the_owner(beats, procs)
         await reader
 
         await check_taken_over(alice, conversation, run_id, seen)

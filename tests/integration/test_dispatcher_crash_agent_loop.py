@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,6 @@ from services.dispatcher.engine.checkpoint import Checkpoint
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.bus.tools import ToolContext, ToolRegistry, serve_tools
-from shared.contract.base import utcnow
 from shared.contract.heartbeat import Heartbeat
 from shared.contract.task import ResumeMessage, TaskMessage
 from tests.conftest import make_settings
@@ -35,23 +32,6 @@ TASK = "t-agent-crash"
 
 class NoArgs(BaseModel):
     pass
-
-
-async def kill_the_owner(beats: dict[str, Heartbeat], procs: list[subprocess.Popen[bytes]]) -> None:
-    """SIGKILL the dispatcher that runs the task: called while the held call runs, it waits for a
-    heartbeat from every dispatcher sent from then on, and exactly one of them says it runs a task
-    (a beat from before can still count the run that parked the task on the other one)."""
-    since = utcnow()
-
-    async def owner() -> Heartbeat | None:
-        fresh = [b for b in beats.values() if b.ts >= since]
-        running = [b for b in fresh if b.load.inflight > 0]
-        return running[0] if len(fresh) == len(procs) and len(running) == 1 else None
-
-    running = await eventually(owner, attempts=int(TIMEOUT_S / 0.05), every_s=0.05)
-    victim = next(p for p in procs if p.pid == int(running.instance.split("-")[-2]))
-    victim.send_signal(signal.SIGKILL)
-    await asyncio.to_thread(victim.wait)
 
 
 async def finished_call_checkpointed(bus: Bus) -> bool:
@@ -123,7 +103,7 @@ async def test_sigkill_mid_tool_loop_the_next_dispatcher_does_not_repeat_finishe
                 await entered.wait()
             await eventually(lambda: finished_call_checkpointed(bus), attempts=int(TIMEOUT_S / 0.05), every_s=0.05)
 
-            await kill_the_owner(beats, procs)
+            await faults.kill_the_owner(beats, procs, timeout_s=TIMEOUT_S)
 
             events = []
             async with asyncio.timeout(TIMEOUT_S):
@@ -218,7 +198,7 @@ async def test_sigkill_after_an_approved_call_the_redelivered_resume_runs_the_lo
             async with asyncio.timeout(TIMEOUT_S):
                 await entered.wait()
 
-            await kill_the_owner(beats, procs)
+            await faults.kill_the_owner(beats, procs, timeout_s=TIMEOUT_S)
 
             events = []
             async with asyncio.timeout(TIMEOUT_S):

@@ -17,6 +17,7 @@ from typing import Any
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
 from shared.bus.events import read_events
+from shared.contract.base import utcnow
 from shared.contract.events import AnyEvent
 from shared.contract.heartbeat import Heartbeat
 from shared.contract.models import ModelChain, ModelConfig
@@ -179,3 +180,21 @@ async def check_streams(bus: Bus, tasks: list[LiveTask]) -> None:
 
 def _digest(events: list[tuple[int, AnyEvent]]) -> list[tuple[int, int, str, Any]]:
     return [(seq, e.n, e.type, getattr(e, "text", None)) for seq, e in events]
+
+
+async def kill_the_owner(beats: dict[str, Heartbeat], procs: list[subprocess.Popen[bytes]],
+                         timeout_s: float = 90.0) -> None:
+    """SIGKILL the dispatcher that runs the task: called while the held call runs, it waits for a
+    heartbeat from every dispatcher sent from then on, and exactly one of them says it runs a task
+    (a beat from before can still count the run that parked the task on the other one)."""
+    since = utcnow()
+
+    async def owner() -> Heartbeat | None:
+        fresh = [b for b in beats.values() if b.ts >= since]
+        running = [b for b in fresh if b.load.inflight > 0]
+        return running[0] if len(fresh) == len(procs) and len(running) == 1 else None
+
+    running = await eventually(owner, attempts=int(timeout_s / 0.05), every_s=0.05)
+    victim = next(p for p in procs if p.pid == int(running.instance.split("-")[-2]))
+    victim.send_signal(signal.SIGKILL)
+    await asyncio.to_thread(victim.wait)
