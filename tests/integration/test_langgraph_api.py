@@ -183,12 +183,15 @@ async def test_multitask_strategies_map_onto_the_conversation_queue(scripted: Se
         third = await client.runs.wait("t-multi", "chat-direct", input=ask("C asks"), multitask_strategy="interrupt")
         assert third["messages"][-1]["content"] == "C answers."
         assert (await client.runs.get("t-multi", first["run_id"]))["status"] == "interrupted"
-        assert (await client.runs.get("t-multi", held["run_id"]))["status"] == "interrupted"
+        held_view = await client.runs.get("t-multi", held["run_id"])
+        assert (held_view["status"], held_view["multitask_strategy"]) == ("interrupted", "enqueue")
 
         fourth = await client.runs.create("t-multi", "chat-direct", input=ask("D asks"))
         await until_streaming(client, "t-multi", fourth["run_id"])
         fifth = await client.runs.wait("t-multi", "chat-direct", input=ask("E asks"), multitask_strategy="rollback")
         assert fifth["messages"][-1]["content"] == "E answers."
+        strategies = [run["multitask_strategy"] for run in await client.runs.list("t-multi", limit=10)]
+        assert strategies == ["rollback", "enqueue", "interrupt", "enqueue", "enqueue"], strategies  # newest first
         said = await messages_of(client, "t-multi")
         assert ("human", "D asks") not in said  # rolled back: the interrupted run's messages are gone
         assert said[:2] == [("human", "A asks"), ("ai", said[1][1])] and HALF.startswith(said[1][1].strip())

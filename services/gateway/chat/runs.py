@@ -165,7 +165,7 @@ def _accept(session: Session, user: Principal, conversation_id: str, body: PostM
                         .order_by(col(ChatRun.seq).desc()).limit(1)).first()
     seq = (last or 0) + 1
     run = ChatRun(id=new_id("t"), conversation_id=conversation.id, seq=seq, mode=body.mode or conversation.mode,
-                  model=body.model or conversation.model, guardrail_grey=grey)
+                  model=body.model or conversation.model, multitask=body.multitask, guardrail_grey=grey)
     accepted = Accepted(message={}, run={})
     if ahead and body.multitask in STOPPING:
         active, held = ahead[0], ahead[1:]

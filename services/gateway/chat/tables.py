@@ -42,6 +42,8 @@ class ChatRun(GatewayModel, table=True):
     model: str | None = Field(default=None, max_length=200)
     state: str = Field(default="queued", index=True, max_length=32)
     position: int = 0  # runs ahead of it when it was accepted
+    # The policy it was posted with toward a run still going (enqueue, reject, interrupt, rollback).
+    multitask: str = Field(default="enqueue", max_length=16)
     # Set when a later message interrupts this run: its cancellation ends it `interrupted`.
     stop_reason: str | None = Field(default=None, max_length=32)
     guardrail_grey: list[str] = _json(list)

@@ -71,7 +71,7 @@ def view(session: Session, run: ChatRun) -> dict[str, Any]:
     return {"run_id": run.id, "thread_id": run.conversation_id, "assistant_id": assistants.chat_id(run.mode),
             "created_at": aware(run.created_at), "updated_at": aware(run.ended_at or run.created_at),
             "status": status, "metadata": {"mode": run.mode, "model": run.model},
-            "multitask_strategy": "enqueue", "kwargs": {}}
+            "multitask_strategy": run.multitask, "kwargs": {}}
 
 
 def load(session: Session, user: Principal, thread_id: str, run_id: str) -> ChatRun:
