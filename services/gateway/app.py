@@ -41,6 +41,7 @@ from services.gateway.problems import install_problem_handlers
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.recorder import Recorder
 from services.gateway.requeue import Requeuer
+from services.gateway.task_feeds import TaskFeeds
 from services.gateway.telemetry import setup_tracing
 from shared.bus.control import ControlPlane
 from shared.contract.heartbeat import Load
@@ -86,6 +87,10 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
             st.requeuer.start()
             host.on_drain("requeuer", st.requeuer.stop)
+            # One read of each live task's events shared by all its SSE clients; drained first
+            # (steps run newest first), so its consumers are gone before the instance leaves.
+            st.task_feeds = TaskFeeds(bus)
+            host.on_drain("task feeds", st.task_feeds.close)
 
             async def checks() -> dict[str, Any]:
                 from services.gateway.readiness import readiness
@@ -97,7 +102,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await host.serve()
             yield
     finally:
-        st.bus = None
+        st.bus = st.task_feeds = None
         await st.limiter.close()
         await st.audit_rows.close()
         st.db.close()
@@ -182,6 +187,7 @@ def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) 
     st.audit_rows = RowWriter(db)
     st.verified_tokens = VerifiedTokens()
     st.bus = None
+    st.task_feeds = None  # set with the bus (lifespan)
     st.metrics = GatewayMetrics()
     st.limiter = RateLimiter(settings.rate_limit_per_min, _make_redis(settings), settings.redis_key_prefix)
     st.guardrail = Guardrail.from_settings(settings)

@@ -18,7 +18,8 @@ from services.gateway.langgraph.guard import check_question
 from services.gateway.langgraph.stream import FrameId, frames, parse_id
 from services.gateway.principal import Principal
 from services.gateway.routes.events import SSE_DOC
-from services.gateway.sse import batched, sse_response
+from services.gateway.sse import sse_response
+from services.gateway.sse_frames import batched
 from shared.bus import Bus
 
 router = APIRouter(tags=["langgraph"])

@@ -91,7 +91,8 @@ async def run_events(run_id: str, request: Request, user: CurrentUser, db: Datab
     start = resume_point(last_event_id, after)
     run = await db.run(runs.load_owned, user, run_id)
     return event_stream(bus, run_id, start, None, run.state in RUN_TERMINAL, request.app.state.metrics,
-                        added=error_event, heartbeat_s=request.app.state.settings.sse_heartbeat_s)
+                        added=error_event, heartbeat_s=request.app.state.settings.sse_heartbeat_s,
+                        feeds=request.app.state.task_feeds)
 
 
 @router.post("/runs/{run_id}/cancel", status_code=202, responses={409: {"description": "already ended"}})

@@ -36,7 +36,8 @@ def _handler(endpoint: str) -> SseHandler:
         start = resume_point(last_event_id, after)
         task = await db.run(load_owned, user, task_id)
         return event_stream(bus, task_id, start, channels, task.status in TERMINAL, request.app.state.metrics,
-                            heartbeat_s=request.app.state.settings.sse_heartbeat_s)
+                            heartbeat_s=request.app.state.settings.sse_heartbeat_s,
+                            feeds=request.app.state.task_feeds)
 
     return open_stream
 

@@ -177,6 +177,7 @@ async def job_state(job_id: str, user: CurrentUser, bus: BusDep) -> dict[str, An
 )
 async def job_stream(
     job_id: str,
+    request: Request,
     user: CurrentUser,
     bus: BusDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
@@ -184,7 +185,7 @@ async def job_stream(
 ) -> EventSourceResponse:
     start = resume_point(last_event_id, after)
     state = await call_go_tool(bus, user, "kb_job_get", {"job_id": job_id})
-    return event_stream(bus, job_id, start, None, state["status"] in TERMINAL_JOB)
+    return event_stream(bus, job_id, start, None, state["status"] in TERMINAL_JOB, feeds=request.app.state.task_feeds)
 
 
 async def _form_upload(request: Request, bus: Bus) -> dict[str, Any]:
