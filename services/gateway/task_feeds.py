@@ -31,6 +31,7 @@ from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.contract.events import AnyEvent, parse_event
+from shared.errors import AgentixError
 
 log = logging.getLogger("agentix.gateway.task_feeds")
 
@@ -45,9 +46,12 @@ ENTRY_OVERHEAD = 1_300
 TRIM_TO = 0.75
 
 
-class FeedFailed(RuntimeError):
+class FeedFailed(AgentixError, RuntimeError):
     """The feed's consumer failed: its clients' streams end with this error (as a client's own
     reader failing did), and the next client of the task opens a new feed."""
+
+    code = "event_feed_failed"
+    http_status = 503
 
 
 @dataclass(slots=True)
