@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel
+from sqlmodel import Session, SQLModel, col, select
 
 from services.gateway.problems import ApiProblem
 
@@ -37,3 +39,21 @@ def decode_cursor(cursor: str) -> str:
     if not raw.startswith(_MARK):
         raise ApiProblem(400, "Bad Request", "The cursor is not valid.")
     return raw[len(_MARK) :]
+
+
+Row = TypeVar("Row", bound=SQLModel)
+
+
+def keyed_page(session: Session, model: type[Row], key: str, limit: int, cursor: str | None,
+               view: Callable[[Row], Any]) -> Page:
+    """Rows of `model` in the order of their unique string column `key`, a page at a time: the
+    cursor is the last key of the page before (so a row added meanwhile is neither skipped nor
+    repeated)."""
+    column = col(getattr(model, key))
+    query = select(model).order_by(column).limit(limit + 1)
+    if cursor:
+        query = query.where(column > decode_cursor(cursor))
+    rows = list(session.exec(query))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(items=[view(row) for row in rows], next_cursor=encode_cursor(getattr(rows[-1], key)) if more else None)

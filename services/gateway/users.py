@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from services.gateway.db import Database
 from services.gateway.migrate import check_schema
-from services.gateway.pagination import Page, decode_cursor, encode_cursor
+from services.gateway.pagination import Page, keyed_page
 from services.gateway.passwords import DUMMY_HASH, hash_password, verify_password
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
@@ -106,12 +106,5 @@ def admin_view(session: Session, user_id: str, admin_ids: list[str]) -> dict[str
 
 
 def list_page(session: Session, limit: int, cursor: str | None, admin_ids: list[str]) -> Page:
-    """Users by id, a page at a time (the cursor is the last id of the page before)."""
-    query = select(User).order_by(col(User.id)).limit(limit + 1)
-    if cursor:
-        query = query.where(col(User.id) > decode_cursor(cursor))
-    rows = list(session.exec(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(items=[view(u.id, u, u.is_admin or u.id in admin_ids) for u in rows],
-                next_cursor=encode_cursor(rows[-1].id) if more else None)
+    """Users by id, a page at a time."""
+    return keyed_page(session, User, "id", limit, cursor, lambda u: view(u.id, u, u.is_admin or u.id in admin_ids))

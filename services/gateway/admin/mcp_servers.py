@@ -10,11 +10,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from services.gateway.admin.control_publisher import bump
 from services.gateway.ids import new_id
-from services.gateway.pagination import Page, decode_cursor, encode_cursor
+from services.gateway.pagination import Page, keyed_page
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import McpServerRow, aware, now
 from shared.contract.control_keys import MCP_SERVERS_KEY
@@ -137,11 +137,5 @@ def get(session: Session, server_id: str) -> dict[str, Any]:
 
 
 def list_page(session: Session, limit: int, cursor: str | None) -> Page:
-    """Servers by name, a page at a time (the cursor is the last name of the page before)."""
-    query = select(McpServerRow).order_by(col(McpServerRow.name)).limit(limit + 1)
-    if cursor:
-        query = query.where(col(McpServerRow.name) > decode_cursor(cursor))
-    rows = list(session.exec(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(items=[view(r) for r in rows], next_cursor=encode_cursor(rows[-1].name) if more else None)
+    """Servers by name, a page at a time."""
+    return keyed_page(session, McpServerRow, "name", limit, cursor, view)

@@ -10,7 +10,7 @@ from sqlmodel import Session, col, select
 
 from services.gateway.admin.control_publisher import CHAIN_KEY, bump
 from services.gateway.ids import new_id
-from services.gateway.pagination import Page, decode_cursor, encode_cursor
+from services.gateway.pagination import Page, keyed_page
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import ControlValue, ModelRow, aware, now
 from shared.contract.models import OFFLINE_MODEL, ModelParams
@@ -148,14 +148,8 @@ def get(session: Session, model_id: str) -> dict[str, Any]:
 
 
 def list_page(session: Session, limit: int, cursor: str | None) -> Page:
-    """Models by name, a page at a time (the cursor is the last name of the page before)."""
-    query = select(ModelRow).order_by(col(ModelRow.name)).limit(limit + 1)
-    if cursor:
-        query = query.where(col(ModelRow.name) > decode_cursor(cursor))
-    rows = list(session.exec(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(items=[view(r) for r in rows], next_cursor=encode_cursor(rows[-1].name) if more else None)
+    """Models by name, a page at a time."""
+    return keyed_page(session, ModelRow, "name", limit, cursor, view)
 
 
 def set_chain(session: Session, body: ChainIn, by: str) -> int:

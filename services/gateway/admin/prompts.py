@@ -9,7 +9,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from services.gateway.db import get_or_create_locked
-from services.gateway.pagination import Page, decode_cursor, encode_cursor
+from services.gateway.pagination import Page, keyed_page
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Prompt, PromptVersionRow, aware, now
 
@@ -63,15 +63,8 @@ def _prompt_view(session: Session, prompt: Prompt) -> dict[str, Any]:
 
 
 def list_page(session: Session, limit: int, cursor: str | None) -> Page:
-    """Prompts (with their versions) by name, a page at a time (the cursor is the last name)."""
-    query = select(Prompt).order_by(col(Prompt.name)).limit(limit + 1)
-    if cursor:
-        query = query.where(col(Prompt.name) > decode_cursor(cursor))
-    rows = list(session.exec(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = encode_cursor(rows[-1].name) if more else None
-    return Page(items=[_prompt_view(session, p) for p in rows], next_cursor=next_cursor)
+    """Prompts (with their versions) by name, a page at a time."""
+    return keyed_page(session, Prompt, "name", limit, cursor, lambda prompt: _prompt_view(session, prompt))
 
 
 def get(session: Session, name: str) -> dict[str, Any]:
