@@ -22,11 +22,11 @@ from typing import Any
 
 import httpx
 
-from services.gateway.embedded import GatewayProcess, free_port, settings_env
+from services.gateway.embedded import GatewayProcess, settings_env
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
-from shared.natsd import NatsServer
+from shared.natsd import NatsServer, free_port
 from shared.settings import Settings
 
 

@@ -31,12 +31,12 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.ingest import ROOT, call, spawn, wait_tools
-from services.gateway.embedded import GatewayProcess, free_port, settings_env
+from services.gateway.embedded import GatewayProcess, settings_env
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.tools import ToolClient
 from shared.contract.tools import ToolMeta
-from shared.natsd import NatsServer
+from shared.natsd import NatsServer, free_port
 from shared.settings import Settings
 
 USER = "bench"  # bench.ingest's `call` acts as this user too

@@ -39,12 +39,12 @@ import httpx
 
 from bench.memory import rss_mb
 from bench.token_path import TASK_DSL, cpu_seconds
-from services.gateway.embedded import GatewayProcess, free_port, settings_env
+from services.gateway.embedded import GatewayProcess, settings_env
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, read_events
 from shared.contract.events import DoneEvent, StatusEvent, TokenEvent
-from shared.natsd import NatsServer
+from shared.natsd import NatsServer, free_port
 from shared.settings import Settings
 
 CONNECTING = 64  # clients opening their stream at once (the rest wait their turn)

@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,7 +44,7 @@ from shared.bus import Bus
 from shared.bus.events import EventPublisher, read_events
 from shared.contract.events import DoneEvent, TokenEvent
 from shared.contract.models import ModelChain, ModelConfig, ModelParams
-from shared.natsd import NatsServer
+from shared.natsd import NatsServer, free_port
 from shared.settings import Settings
 from tests.support.openai_server import ScriptClient, reply
 
@@ -94,12 +93,6 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Services:

@@ -50,6 +50,11 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             sock.close()
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """One port the OS says is free now (see `free_ports`)."""
+    return free_ports(1, host)[0]
+
+
 @dataclass
 class NatsNode:
     """One nats-server with fixed ports, so a restart comes back where its clients and cluster

@@ -113,13 +113,6 @@ class GatewayProcess:
                 await self._proc.wait()
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 def settings_env(settings: Settings) -> dict[str, str]:
     """The environment that gives a child process the same deployment as `settings`."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentix.supervision_state import read_state
-from tests.e2e.conftest import free_port
+from shared.natsd import free_port
 from tests.support.until import until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

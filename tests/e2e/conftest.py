@@ -4,7 +4,6 @@ tools-go and tools-py started exactly as `agentix up` starts them."""
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,14 +13,8 @@ import pytest
 
 from agentix.up import SERVICES, Suite, wait_ready
 from shared.auth_tokens import mint_token
-from shared.natsd import NatsServer
+from shared.natsd import NatsServer, free_port
 from shared.settings import Settings
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -13,7 +13,8 @@ import sys
 import httpx
 import pytest
 
-from tests.e2e.conftest import RunningSuite, free_port
+from shared.natsd import free_port
+from tests.e2e.conftest import RunningSuite
 from tests.e2e.test_cli import EXAMPLES, agentix
 
 pytestmark = pytest.mark.e2e

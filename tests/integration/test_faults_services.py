@@ -28,12 +28,12 @@ from shared.bus.events import read_events
 from shared.bus.tools import ToolContext, ToolRegistry, serve_tools
 from shared.contract.heartbeat import Heartbeat
 from shared.contract.task import TaskMessage
+from shared.natsd import free_port
 from tests.conftest import make_settings
 from tests.integration.test_ingest_worker import big_document, chunk_rows
 from tests.integration.test_tools_support import Process, Rows, Tools, connected, service_env
 from tests.support import faults
 from tests.support import openai_server as oai
-from tests.support.cluster import free_port
 from tests.support.dispatcher import dispatcher
 from tests.support.nats_server import NatsServer
 

