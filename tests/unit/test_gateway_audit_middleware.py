@@ -51,6 +51,30 @@ async def test_a_read_only_post_answers_before_its_row_is_committed() -> None:
     assert [(r["route"], r["outcome"], r["wait"]) for r in writer.rows] == [("/search", "ok", False)]
 
 
+async def test_a_read_only_row_is_queued_only_after_its_body_has_gone() -> None:
+    sent: list[str] = []
+    queued_after: list[list[str]] = []
+
+    async def write(**_: Any) -> None:
+        queued_after.append(list(sent))
+
+    async def search(scope: Any, receive: Any, send: Any) -> None:
+        scope.setdefault("state", {})["read_only"] = True
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}", "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message["type"] + (" more" if message.get("more_body") else ""))
+
+    scope = {"type": "http", "method": "POST", "path": "/search", "headers": [], "state": {}}
+    await AuditMiddleware(search, write=write)(scope, receive, send)
+    assert queued_after == [["http.response.start", "http.response.body more", "http.response.body"]]
+
+
 async def test_a_mutating_post_answers_only_once_its_row_is_committed() -> None:
     writer = HeldWriter()
     async with app_with(writer) as client:

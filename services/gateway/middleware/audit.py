@@ -1,7 +1,9 @@
 """Writes an audit row for every POST/PUT/PATCH/DELETE before its response leaves (the writer
 commits the rows of concurrent requests together: `services.gateway.audit_writer`). A route that
 changed nothing (a search, an MCP read) says so with `request.state.read_only`: its row is written
-all the same, but the response does not wait for the commit."""
+all the same, but only once the response has gone. Queued any sooner, the writer's commit (SQL
+compiled on a worker thread that holds the GIL for up to the interpreter's 5 ms switch interval)
+would delay the body it does not need to wait for."""
 
 from __future__ import annotations
 
@@ -61,13 +63,23 @@ class AuditMiddleware:
             except Exception:
                 log.exception("audit write failed (request_id=%s)", st.get("request_id"))
 
+        after_body: int | None = None  # a read-only response's status, recorded once it has gone
+
         async def _send(message: Message) -> None:
+            nonlocal after_body
             if message["type"] == "http.response.start":
-                await record(int(message["status"]))
+                if state(scope).get("read_only", False):
+                    after_body = int(message["status"])
+                else:
+                    await record(int(message["status"]))
             await send(message)
+            if after_body is not None and message["type"] == "http.response.body" and not message.get("more_body"):
+                await record(after_body)
 
         try:
             await self.app(scope, receive, _send)
         except Exception:
             await record(500)
             raise
+        if after_body is not None:
+            await record(after_body)  # a response that ended without its last body message
