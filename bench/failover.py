@@ -41,7 +41,9 @@ from tests.support.cluster import NatsCluster
 from tests.support.openai_server import OpenAIServer
 from tests.support.wait import eventually
 
-STREAM_DELAY_S = 0.1
+# Seconds between the model's chunks, per second of heartbeat: a task's two answers (38 chunks)
+# then stream for about four heartbeats, so a heartbeat shows who runs it well before it ends.
+CHUNK_DELAY_PER_HEARTBEAT = 0.1
 
 
 def settings_for(urls: list[str], data: Path, heartbeat_s: float, replicas: int = 1) -> Settings:
@@ -64,14 +66,17 @@ async def deployment(settings: Settings, srv: OpenAIServer) -> AsyncIterator[Bus
         await bus.close()
 
 
-async def owner_of_work(bus: Bus, procs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+async def owner_of_work(bus: Bus, procs: list[subprocess.Popen[bytes]],
+                        task: faults.LiveTask) -> subprocess.Popen[bytes]:
+    """The dispatcher whose heartbeat says it runs a task (there is one task)."""
     sub = await bus.nc.subscribe(bus.subjects.heartbeat("dispatcher", "*"))
     try:
-        while True:
+        while not task.done:
             beat = Heartbeat.model_validate_json((await sub.next_msg(timeout=60)).data)
             if beat.load.inflight > 0:
                 pid = int(beat.instance.split("-")[-2])
                 return next(p for p in procs if p.pid == pid)
+        raise RuntimeError(f"task {task.task_id} ended before a heartbeat named its dispatcher")
     finally:
         await sub.unsubscribe()
 
@@ -88,7 +93,7 @@ async def takeover(rounds: int, heartbeat_s: float, root: Path, srv: OpenAIServe
                     await faults.dispatchers_alive(bus, procs)
                     [task] = await faults.submit_tasks(bus, f"takeover{i}", 1)
                     await faults.all_streaming([task])
-                    victim = await owner_of_work(bus, procs)
+                    victim = await owner_of_work(bus, procs, task)
                     victim.send_signal(signal.SIGKILL)
                     killed = time.monotonic()
                     await asyncio.to_thread(victim.wait)
@@ -178,7 +183,7 @@ async def main() -> None:
     args = parser.parse_args()
     hb = args.heartbeat
     srv = OpenAIServer().start_in_thread()
-    faults.script_slow_model(srv, delay_s=STREAM_DELAY_S)
+    faults.script_slow_model(srv, delay_s=CHUNK_DELAY_PER_HEARTBEAT * hb)
     try:
         with tempfile.TemporaryDirectory(prefix="agentix-failover-") as tmp:
             root = Path(tmp)

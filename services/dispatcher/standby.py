@@ -3,7 +3,8 @@
 A lease can lapse while its dispatcher lives: a leader election of the tasks stream's consumer
 outlasts the ack wait, or the dispatcher's link to NATS is cut for a while, and JetStream delivers
 the message again. Running it a second time would ask the model again for the node in progress,
-so the new holder first asks `tasks.running.<id>`: every dispatcher answers for the tasks it runs.
+so the new holder first asks `tasks.running.<id>`: each run subscribes to its own task's subject
+and answers there, so a task nobody runs has no responders at all.
 
 Silence is weak evidence in a cluster that is electing leaders or re-routing after a node came
 back: a request can go unanswered for seconds while its run is alive. So:

@@ -138,7 +138,6 @@ class Worker:
         nc = self.bus.nc
         self._subs.append(await nc.subscribe(s.cancel_all, cb=self._on_cancel))
         self._subs.append(await nc.subscribe(s.cancel_all, queue="dispatcher-parked", cb=self._on_cancel_parked))
-        self._subs.append(await nc.subscribe(s.running_all, cb=self.standby.on_query))
         await self.queue.start()
 
     async def drain(self, grace_s: float = 30.0) -> None:
@@ -257,7 +256,11 @@ class Worker:
         job = _Job(task.task_id, runner)
         self.jobs[task.task_id] = job
         # The run answers `tasks.running.<id>` until its message is acked: a redelivered copy
-        # standing by elsewhere must not take the ended run for a dead one and run it again.
+        # standing by elsewhere must not take the ended run for a dead one and run it again. The
+        # subscription is this run's alone: one on every task (`tasks.running.*`) would make each
+        # dispatcher a responder to its own ask, so a dead dispatcher's task never got "no
+        # responders" and waited a whole lease of silence before being taken over.
+        answering = await self.bus.nc.subscribe(self.bus.subjects.running(task.task_id), cb=self.standby.on_query)
         try:
             outcome = await runner.run(decisions)
             _annotate_outcome(outcome)
@@ -268,6 +271,8 @@ class Worker:
             await self._ack_final(delivery, task.task_id, outcome.status)
             return None
         finally:
+            with contextlib.suppress(Exception):
+                await answering.unsubscribe()
             if self.jobs.get(task.task_id) is job:
                 del self.jobs[task.task_id]
 

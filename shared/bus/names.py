@@ -33,10 +33,6 @@ class Subjects:
         """Asked by a dispatcher handed a redelivered task: does another dispatcher still run it?"""
         return f"{self.prefix}.tasks.running.{task_id}"
 
-    @property
-    def running_all(self) -> str:
-        return f"{self.prefix}.tasks.running.*"
-
     def events(self, task_id: str, channel: str) -> str:
         return f"{self.prefix}.events.{task_id}.{channel}"
 
