@@ -45,15 +45,20 @@ class _Target:
 
 
 async def _ensure_stream(target: _Target, config: StreamConfig) -> None:
+    assert config.name is not None  # every stream Agentix declares is named
     try:
-        assert config.name is not None  # every stream Agentix declares is named
         await target.js.stream_info(config.name)
     except NotFoundError:
         try:
             await target.js.add_stream(config)
             return
-        except BadRequestError:  # created concurrently by another service
-            pass
+        except BadRequestError as refused:
+            # Created concurrently by another service; otherwise the refusal itself (say, too few
+            # peers yet for its replicas) is the error to report, not a failed update after it.
+            try:
+                await target.js.stream_info(config.name)
+            except NotFoundError:
+                raise refused from None
     try:
         await target.js.update_stream(config)
     except BadRequestError as exc:

@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import nats
 from nats.js.errors import Error as JetStreamError
 
@@ -105,26 +106,28 @@ class NatsCluster:
         return self
 
     async def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Until JetStream answers with every node routed (a meta leader was elected)."""
+        """Until every running node's `/healthz` answers 200: each has joined the meta group and
+        is current, so a replicas-3 stream can be placed (JetStream answering on one node is not
+        enough: creating a stream then can fail for want of peers)."""
         deadline = time.monotonic() + timeout_s
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            for node in self.nodes:
-                if not node.running:
-                    continue
-                try:
-                    nc = await _probe(node.url)
-                except Exception as exc:
-                    last = exc
-                    continue
-                try:
-                    await nc.jetstream().account_info()
+        last = "no answer yet"
+        async with httpx.AsyncClient(timeout=2) as http:
+            while time.monotonic() < deadline:
+                pending = []
+                for node in self.nodes:
+                    if not node.running:
+                        continue
+                    try:
+                        answer = await http.get(node.spec.healthz_url)
+                    except httpx.HTTPError as exc:
+                        pending.append(f"{node.name}: {exc!r}")
+                        continue
+                    if answer.status_code != 200:
+                        pending.append(f"{node.name}: {answer.status_code} {answer.text.strip()}")
+                if not pending:
                     return
-                except Exception as exc:
-                    last = exc
-                finally:
-                    await nc.close()
-            await asyncio.sleep(0.2)
+                last = "; ".join(pending)
+                await asyncio.sleep(0.2)
         raise RuntimeError(f"the NATS cluster did not become ready: {last}\n{self.log_tails()}")
 
     def log_tails(self, lines: int = 30) -> str:
