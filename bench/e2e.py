@@ -1,0 +1,353 @@
+"""End to end against LangGraph's Agent Server: the same graph — input → agent → agent → agent →
+output, each agent one streamed chat-completions call — run by both servers, which this bench
+starts itself, against the same scripted OpenAI-protocol model server (its own process, every
+answer the same ANSWER in 4-character chunks):
+
+  Agentix    the whole tree as processes, started as `agentix up` starts it (tests/e2e's
+             `start_suite`): nats-server, gateway, dispatcher, tools-py, tools-go. A run is
+             `POST /api/v1/tasks` with a DSL of three `agent` nodes, followed on
+             `GET /api/v1/tasks/{id}/events` until `done`.
+  LangGraph  `langgraph dev` (langgraph-cli[inmem], the in-memory runtime) with
+             `--n-jobs-per-worker 50`, serving bench/langgraph_app (a StateGraph of three async
+             nodes calling the model with `openai.AsyncOpenAI`, stream=True). A run is a
+             threadless `client.runs.stream(None, "chain", stream_mode="custom")` with the
+             langgraph_sdk, read until the stream ends.
+
+Measured, the two servers taking turns (A, B, A, B …) so both see the same machine load:
+  (1) one run at a time, `--samples` each: p50 of run latency (submit → run ended) and of first
+      token (submit → first token event on the stream);
+  (2) `--runs` runs with `--inflight` in flight, Agentix's batch then LangGraph's: runs/s and
+      server CPU per run — user+sys CPU seconds (/proc/<pid>/stat) of each server's whole
+      process tree over the batch, divided by the runs. The model server's and this client's
+      CPU are not counted.
+Every run must end `done` with all three answers streamed, else it counts as failed.
+
+LangGraph is NOT installed into the project's venv: langgraph-api pins older grpcio, protobuf
+(<7) and jsonschema-rs than the project's environment has (checked with `pip install --dry-run`),
+so it lives in a venv of its own:
+    python3.11 -m venv /tmp/lgvenv && /tmp/lgvenv/bin/pip install "langgraph-cli[inmem]" openai
+The bench's client side (langgraph_sdk, httpx) comes from the project's venv.
+
+Run: python -u -m bench.e2e [--runs 200] [--inflight 50] [--samples 20] [--langgraph /tmp/lgvenv/bin/langgraph]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from bench.chat import sse_events
+from bench.memory import children
+from bench.token_path import cpu_seconds, start_model_server
+from shared.natsd import free_port
+from tests.e2e.conftest import RunningSuite, start_suite
+from tests.support.openai_server import ScriptClient, reply
+
+APP_DIR = Path(__file__).resolve().parent / "langgraph_app"
+MODEL = "m"
+QUESTION = "How do three agents in a row answer a question?"
+ANSWER = "Each agent reads what the one before it wrote and streams its own short answer back to you."
+RUN_WAIT_S = 300.0
+SETTLE_S = 1.0  # after a batch: the servers finish what follows a run's end (records, acks) before the CPU is read
+LANGGRAPH_JOBS = 50  # `--n-jobs-per-worker`: runs one LangGraph worker executes at once
+WARMUP = 3  # runs per server before measuring: imports, connections, the graph's first compile
+INSTALL_HINT = ('install it into a venv of its own (not the project\'s): python3.11 -m venv /tmp/lgvenv && '
+                '/tmp/lgvenv/bin/pip install "langgraph-cli[inmem]" openai; then pass --langgraph '
+                '/tmp/lgvenv/bin/langgraph')
+
+DSL = {
+    "version": "1",
+    "nodes": [{"id": "in", "kind": "input"},
+              {"id": "a1", "kind": "agent", "config": {"prompt": "{{ in.text }}"}},
+              {"id": "a2", "kind": "agent", "config": {"prompt": "{{ a1.output }}"}},
+              {"id": "a3", "kind": "agent", "config": {"prompt": "{{ a2.output }}"}},
+              {"id": "out", "kind": "output", "config": {"value": "{{ a3.output }}"}}],
+    "edges": [{"source": "in", "target": "a1"}, {"source": "a1", "target": "a2"},
+              {"source": "a2", "target": "a3"}, {"source": "a3", "target": "out"}],
+}
+
+Run = Callable[[], Awaitable[tuple[float, float]]]  # one run → (first token s, run s)
+
+
+class LangGraphServer:
+    """`langgraph dev` on a free port, in a scratch directory: its in-memory runtime persists to
+    `.langgraph_api/` under the working directory, which must not be the repository."""
+
+    def __init__(self, exe: str, model_url: str) -> None:
+        self.exe, self.model_url = exe, model_url
+        self.work = Path(tempfile.mkdtemp(prefix="bench-e2e-langgraph-"))
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, jobs: int, timeout_s: float = 120.0) -> None:
+        # The config's paths are relative to the working directory; point them at the app.
+        config = json.loads((APP_DIR / "langgraph.json").read_text())
+        config["dependencies"] = [str(APP_DIR)]
+        config["graphs"] = {g: str(APP_DIR / spec.removeprefix("./")) for g, spec in config["graphs"].items()}
+        (self.work / "langgraph.json").write_text(json.dumps(config))
+        env = {k: v for k, v in os.environ.items()  # no tracing key, no project venv or path
+               if not k.startswith(("LANGSMITH_", "LANGCHAIN_", "AGENTIX_")) and k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        env |= {"BENCH_MODEL_URL": self.model_url, "BENCH_MODEL": MODEL, "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+                "LANGSMITH_TRACING": "false", "PYTHONDONTWRITEBYTECODE": "1"}
+        # --no-reload: no file watcher burning CPU beside the server; WARNING logs, as Agentix runs.
+        argv = [self.exe, "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(self.port),
+                "--n-jobs-per-worker", str(jobs), "--server-log-level", "WARNING",
+                "--config", str(self.work / "langgraph.json")]
+        with (self.work / "server.log").open("ab") as log:
+            self.proc = subprocess.Popen(argv, cwd=self.work, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"langgraph dev exited with {self.proc.returncode}:\n{self.log_tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/ok", timeout=2).status_code == 200:
+                    return
+            time.sleep(0.3)
+        raise RuntimeError(f"langgraph dev not ready in {timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join((self.work / "server.log").read_text(errors="replace").splitlines()[-lines:])
+
+    def version(self) -> str:
+        info = httpx.get(f"{self.url}/info", timeout=5).json()
+        return f"langgraph-api {info.get('version')}, langgraph {info.get('langgraph_py_version')}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def tree_cpu(roots: dict[str, int]) -> dict[tuple[str, int], float]:
+    """CPU seconds so far of every live process under each named root, the root included."""
+    out: dict[tuple[str, int], float] = {}
+    for name, root in roots.items():
+        for pid in (root, *children(root)):
+            with contextlib.suppress(OSError):  # exited between the listing and the read
+                out[(name, pid)] = cpu_seconds(pid)
+    return out
+
+
+@dataclass
+class Batch:
+    runs: int
+    wall: float = 0.0
+    done: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)  # per root name, seconds
+    failures: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # processes that exited during the batch
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.wall
+
+    @property
+    def cpu_per_run(self) -> float:
+        return sum(self.cpu.values()) / self.runs
+
+
+async def batch(run: Run, runs: int, inflight: int, roots: dict[str, int]) -> Batch:
+    gate = asyncio.Semaphore(inflight)
+
+    async def one() -> tuple[float, float]:
+        async with gate:
+            return await asyncio.wait_for(run(), RUN_WAIT_S)
+
+    out = Batch(runs)
+    before = tree_cpu(roots)
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(one() for _ in range(runs)), return_exceptions=True)
+    out.wall = time.perf_counter() - t0
+    await asyncio.sleep(SETTLE_S)
+    after = tree_cpu(roots)
+    for (name, pid), seconds in after.items():
+        out.cpu[name] = out.cpu.get(name, 0.0) + seconds - before.get((name, pid), 0.0)
+    out.lost = [f"{name} pid {pid}" for name, pid in before if (name, pid) not in after]
+    for result in results:
+        if isinstance(result, BaseException):
+            out.failures.append(f"{type(result).__name__}: {result}")
+        else:
+            out.done += 1
+    return out
+
+
+def check_tokens(server: str, chars: int) -> None:
+    if chars != 3 * len(ANSWER):  # all three agents' answers streamed, nothing lost or doubled
+        raise RuntimeError(f"{server}: streamed {chars} characters, expected {3 * len(ANSWER)}")
+
+
+def agentix_run(http: httpx.AsyncClient, suite: RunningSuite, headers: dict[str, str]) -> Run:
+    async def run() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        resp = await http.post(f"{suite.url}/api/v1/tasks", json={"dsl": DSL, "input": {"text": QUESTION}},
+                               headers=headers)
+        resp.raise_for_status()
+        first, chars = 0.0, 0
+        async for name, data in sse_events(http, f"{suite.url}/api/v1/tasks/{resp.json()['id']}/events", headers):
+            if name == "token":
+                first = first or time.perf_counter() - t0
+                chars += len(data["text"])
+            elif name == "done":
+                if data.get("status") != "done":
+                    raise RuntimeError(f"Agentix task ended {data}")
+                check_tokens("Agentix", chars)
+                return first, time.perf_counter() - t0
+        raise RuntimeError("Agentix: the stream ended without `done`")
+
+    return run
+
+
+def langgraph_run(lg: LangGraphClient) -> Run:
+    async def run() -> tuple[float, float]:
+        t0 = time.perf_counter()
+        first, chars = 0.0, 0
+        async for part in lg.runs.stream(None, "chain", input={"text": QUESTION}, stream_mode="custom"):
+            if part.event == "custom":
+                first = first or time.perf_counter() - t0
+                chars += len(part.data["token"])
+            elif part.event == "error":
+                raise RuntimeError(f"LangGraph run failed: {part.data}")
+        check_tokens("LangGraph", chars)
+        return first, time.perf_counter() - t0
+
+    return run
+
+
+def load() -> str:
+    return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.1f} ms"
+
+
+async def latency(runs: dict[str, Run], samples: int) -> dict[str, tuple[float, float]]:
+    """p50 (first token, run) per server, the servers taking turns run by run."""
+    got: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    for _ in range(samples):
+        for name, run in runs.items():
+            got[name].append(await run())
+    return {name: (statistics.median(f for f, _ in s), statistics.median(r for _, r in s)) for name, s in got.items()}
+
+
+def ratio(label: str, a: float, b: float, target: str = "") -> None:
+    print(f"RATIO {label} Agentix / LangGraph = {a / b:.2f}x{f' (target {target})' if target else ''}")
+
+
+def report_batch(name: str, out: Batch, inflight: int) -> None:
+    parts = ", ".join(f"{proc} {seconds / out.runs * 1000:.1f}" for proc, seconds in out.cpu.items())
+    print(f"    {name:9s} {out.done}/{out.runs} done in {out.wall:6.1f} s = {out.rate:6.2f} runs/s; "
+          f"server CPU {out.cpu_per_run * 1000:6.1f} ms/run ({parts}); {load()}")
+    for failure in out.failures[:10]:
+        print(f"      FAILED {failure[:300]}")
+    if len(out.failures) > 10:
+        print(f"      … and {len(out.failures) - 10} more failures")
+    if out.lost:
+        print(f"      exited during the batch (their CPU is missing): {', '.join(out.lost)}")
+
+
+async def bench(suite: RunningSuite, lgserver: LangGraphServer, roots: dict[str, dict[str, int]],
+                runs: int, inflight: int, samples: int) -> None:
+    # Idle connections are dropped before the servers' keep-alive timeout (uvicorn: 5 s) would
+    # close them under a request reusing one ("Server disconnected without sending a response").
+    limits = httpx.Limits(max_connections=inflight * 2 + 20, max_keepalive_connections=inflight + 20,
+                          keepalive_expiry=3.0)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=RUN_WAIT_S), limits=limits) as http:
+        # (connect, read, write, pool): a run's stream may stay quiet while it waits in the queue.
+        lg = get_client(url=lgserver.url, api_key=None, timeout=(30.0, RUN_WAIT_S, 30.0, 30.0))
+        try:
+            run = {"Agentix": agentix_run(http, suite, suite.headers("bench")), "LangGraph": langgraph_run(lg)}
+            for _ in range(WARMUP):
+                for one in run.values():
+                    await one()
+            print(f"(1) one run at a time, {samples} samples each, interleaved; {load()}")
+            p50 = await latency(run, samples)
+            print(f"    p50 first token: Agentix {ms(p50['Agentix'][0])}, LangGraph {ms(p50['LangGraph'][0])}")
+            print(f"    p50 run latency: Agentix {ms(p50['Agentix'][1])}, LangGraph {ms(p50['LangGraph'][1])}")
+            ratio("p50 first token", p50["Agentix"][0], p50["LangGraph"][0])
+            ratio("p50 run latency", p50["Agentix"][1], p50["LangGraph"][1])
+            print(f"(2) {runs} runs, {inflight} in flight; server CPU per run by process tree (ms); {load()}")
+            out: dict[str, Batch] = {}
+            for name, one in run.items():
+                out[name] = await batch(one, runs, inflight, roots[name])
+                report_batch(name, out[name], inflight)
+            a, b = out["Agentix"], out["LangGraph"]
+            ratio("runs/s", a.rate, b.rate, ">= 3x")
+            ratio("CPU per run", a.cpu_per_run, b.cpu_per_run, "<= 0.5x")
+        finally:
+            await lg.aclose()
+
+
+def find_langgraph(given: str | None) -> str:
+    exe = given or shutil.which("langgraph")
+    if not exe or not os.access(exe, os.X_OK):
+        raise SystemExit(f"`langgraph` not found{f' at {given}' if given else ' on PATH'}: {INSTALL_HINT}")
+    return exe
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=200, help="runs in the throughput batch, per server")
+    parser.add_argument("--inflight", type=int, default=50, help="runs in flight during the batch")
+    parser.add_argument("--samples", type=int, default=20, help="one-at-a-time runs per server")
+    parser.add_argument("--langgraph", metavar="PATH", help="the `langgraph` executable (default: on PATH)")
+    args = parser.parse_args()
+    exe = find_langgraph(args.langgraph)
+    print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe}")
+    model_proc, model_url = start_model_server()
+    ScriptClient(model_url).script([], then=reply(ANSWER))  # every call, both servers: the same answer
+    data_dir = Path(tempfile.mkdtemp(prefix="bench-e2e-agentix-"))
+    lgserver = LangGraphServer(exe, model_url)
+    suite: RunningSuite | None = None
+    try:
+        suite = start_suite(data_dir, {
+            "AGENTIX_LLM_BASE_URL": model_url, "AGENTIX_LLM_MODEL": MODEL, "AGENTIX_LOG_LEVEL": "WARNING",
+            "AGENTIX_RATE_LIMIT_PER_MIN": "1000000",  # a benchmark, not a rate-limit test
+            "AGENTIX_HEARTBEAT_INTERVAL_S": "5",  # the default (start_suite's 1 s is for quick tests)
+        })
+        lgserver.start(jobs=LANGGRAPH_JOBS)
+        assert suite.nats.proc is not None and lgserver.proc is not None
+        agentix = {c.spec.name: c.proc.pid for c in suite.suite.children if c.proc is not None}
+        roots = {"Agentix": {**agentix, "nats-server": suite.nats.proc.pid},
+                 "LangGraph": {"langgraph-dev": lgserver.proc.pid}}
+        print(f"Agentix: {', '.join(roots['Agentix'])} on {suite.url}")
+        print(f"LangGraph: langgraph dev ({lgserver.version()}), in-memory runtime, "
+              f"{LANGGRAPH_JOBS} jobs per worker, on {lgserver.url}")
+        asyncio.run(bench(suite, lgserver, roots, args.runs, args.inflight, args.samples))
+        print(f"end; {load()}")
+    finally:
+        lgserver.stop()
+        if suite is not None:
+            suite.suite.stop()
+            suite.nats.cleanup()
+        model_proc.kill()
+        model_proc.wait()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
