@@ -81,5 +81,8 @@ class AuditMiddleware:
         except Exception:
             await record(500)
             raise
-        if after_body is not None:
-            await record(after_body)  # a response that ended without its last body message
+        finally:
+            if after_body is not None:
+                # A response that ended without its last body message, or was cancelled (the
+                # client went away): the row is still queued (without waiting: nothing suspends).
+                await record(after_body)
