@@ -4,6 +4,7 @@ lets a request that changed nothing (`request.state.read_only`) answer before it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import httpx
@@ -73,6 +74,29 @@ async def test_a_read_only_row_is_queued_only_after_its_body_has_gone() -> None:
     scope = {"type": "http", "method": "POST", "path": "/search", "headers": [], "state": {}}
     await AuditMiddleware(search, write=write)(scope, receive, send)
     assert queued_after == [["http.response.start", "http.response.body more", "http.response.body"]]
+
+
+async def test_a_read_only_response_cut_short_still_queues_its_row() -> None:
+    rows: list[dict[str, Any]] = []
+
+    async def write(**fields: Any) -> None:
+        rows.append(fields)
+
+    async def search(scope: Any, receive: Any, send: Any) -> None:
+        scope.setdefault("state", {})["read_only"] = True
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        raise asyncio.CancelledError  # the client went away before the body
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "POST", "path": "/search", "headers": [], "state": {}}
+    with contextlib.suppress(asyncio.CancelledError):
+        await AuditMiddleware(search, write=write)(scope, receive, send)
+    assert [(r["status"], r["wait"]) for r in rows] == [(200, False)]
 
 
 async def test_a_mutating_post_answers_only_once_its_row_is_committed() -> None:
