@@ -5,11 +5,12 @@ children of the supervisor."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-from agentix.supervisor import ChildSpec, Supervisor
+from agentix.supervisor import ChildSpec
 from shared.natsd import NatsNode, free_ports, port_is_free
 
 NATS_TIER = 0  # stopped last: the services drain through it
@@ -50,12 +51,13 @@ def services_env(nodes: list[NatsNode]) -> dict[str, str]:
     return env
 
 
-def wait_healthy(nodes: list[NatsNode], supervisor: Supervisor, timeout_s: float = 30.0) -> bool:
-    """Until every node's `/healthz` answers 200: for a cluster that means JetStream has a meta
-    leader, so the services can create their replicated streams."""
+def wait_healthy(nodes: list[NatsNode], timeout_s: float = 30.0, given_up: Callable[[], bool] = lambda: False) -> bool:
+    """Until every node's `/healthz` answers 200 (False after `timeout_s`, or once `given_up`):
+    for a cluster that means each node has joined the meta group and is current, so the services
+    can create their replicated streams."""
     deadline = time.monotonic() + timeout_s
     pending = list(nodes)
-    while pending and time.monotonic() < deadline and not supervisor.failed.is_set():
+    while pending and time.monotonic() < deadline and not given_up():
         node = pending[0]
         try:
             if httpx.get(node.healthz_url, timeout=2).status_code == 200:

@@ -123,7 +123,7 @@ def _start_nats(supervisor: Supervisor, data_dir: Path, cluster_size: int, env: 
     nodes = cluster.cluster_nodes(data_dir, cluster_size) if cluster_size else cluster.single_node(data_dir)
     for spec in cluster.node_specs(nodes, data_dir, env):
         supervisor.start(spec)
-    if not cluster.wait_healthy(nodes, supervisor):
+    if not cluster.wait_healthy(nodes, given_up=supervisor.failed.is_set):
         print(f"NATS did not become healthy: {_why(supervisor) or 'timed out'}", flush=True)
         return False
     env.update(cluster.services_env(nodes))

@@ -54,7 +54,7 @@ from langgraph_sdk.client import LangGraphClient
 from bench.chat import sse_events
 from bench.memory import children
 from bench.token_path import cpu_seconds, start_model_server
-from shared.natsd import free_port
+from shared.natsd import free_port, stop_process
 from tests.e2e.conftest import RunningSuite, start_suite
 from tests.support.openai_server import ScriptClient, reply
 
@@ -132,13 +132,7 @@ class LangGraphServer:
         return f"langgraph-api {info.get('version')}, langgraph {info.get('langgraph_py_version')}"
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace_s=30)
         shutil.rmtree(self.work, ignore_errors=True)
 
 

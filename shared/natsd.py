@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -48,6 +47,18 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for sock in socks:
             sock.close()
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 10.0) -> None:
+    """SIGTERM, and SIGKILL when it has not exited within `grace_s`; nothing if it is not running."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -146,12 +157,7 @@ class NatsServer:
         raise RuntimeError("nats-server did not start in time")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

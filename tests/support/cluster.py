@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import nats
 from nats.js.errors import Error as JetStreamError
 
-from shared.natsd import NatsNode, free_ports
+from agentix.cluster import wait_healthy
+from shared.natsd import NatsNode, free_ports, stop_process
 
 CLUSTER_NAME = "agentix-faults"
 
@@ -69,12 +69,7 @@ class ClusterNode:
             self.proc.wait()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
 
 class NatsCluster:
@@ -106,29 +101,12 @@ class NatsCluster:
         return self
 
     async def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Until every running node's `/healthz` answers 200: each has joined the meta group and
-        is current, so a replicas-3 stream can be placed (JetStream answering on one node is not
-        enough: creating a stream then can fail for want of peers)."""
-        deadline = time.monotonic() + timeout_s
-        last = "no answer yet"
-        async with httpx.AsyncClient(timeout=2) as http:
-            while time.monotonic() < deadline:
-                pending = []
-                for node in self.nodes:
-                    if not node.running:
-                        continue
-                    try:
-                        answer = await http.get(node.spec.healthz_url)
-                    except httpx.HTTPError as exc:
-                        pending.append(f"{node.name}: {exc!r}")
-                        continue
-                    if answer.status_code != 200:
-                        pending.append(f"{node.name}: {answer.status_code} {answer.text.strip()}")
-                if not pending:
-                    return
-                last = "; ".join(pending)
-                await asyncio.sleep(0.2)
-        raise RuntimeError(f"the NATS cluster did not become ready: {last}\n{self.log_tails()}")
+        """Until every running node's `/healthz` answers 200, as `agentix up` waits: each has
+        joined the meta group and is current, so a replicas-3 stream can be placed (JetStream
+        answering on one node is not enough: creating a stream then can fail for want of peers)."""
+        running = [node.spec for node in self.nodes if node.running]
+        if not await asyncio.to_thread(wait_healthy, running, timeout_s):
+            raise RuntimeError(f"the NATS cluster did not become ready in {timeout_s:.0f} s\n{self.log_tails()}")
 
     def log_tails(self, lines: int = 30) -> str:
         """The end of each node's log: why a cluster did not form is only written there."""
