@@ -41,6 +41,10 @@ def decode_cursor(cursor: str) -> str:
     return raw[len(_MARK) :]
 
 
+# The largest row offset a list takes: a larger one is a 422, not a number the database driver
+# cannot bind (a 500).
+MAX_OFFSET = 2**31 - 1
+
 Row = TypeVar("Row", bound=SQLModel)
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from services.gateway.chat.graphs import MODES, Mode
+from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Workflow, aware
@@ -33,7 +34,7 @@ class AssistantSearch(BaseModel):
     graph_id: str | None = Field(default=None, max_length=200)
     name: str | None = Field(default=None, max_length=200)
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
 
 
 def chat_id(mode: str) -> str:

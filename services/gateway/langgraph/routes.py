@@ -16,6 +16,7 @@ from services.gateway.langgraph import assistants, catchup, runs, threads
 from services.gateway.langgraph.auth import LgUser
 from services.gateway.langgraph.guard import check_question
 from services.gateway.langgraph.stream import FrameId, frames, parse_id
+from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
 from services.gateway.routes.events import SSE_DOC
 from services.gateway.sse import sse_response
@@ -104,7 +105,7 @@ async def delete_thread(thread_id: str, user: LgUser, db: DatabaseDep, bus: Mayb
 
 @router.get("/threads/{thread_id}/runs")
 async def list_runs(thread_id: str, user: LgUser, db: DatabaseDep, limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-                    offset: Annotated[int, Query(ge=0)] = 0) -> JSONResponse:
+                    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0) -> JSONResponse:
     return _json(await db.run(runs.list_runs, user, thread_id, limit, offset))
 
 

@@ -16,6 +16,7 @@ from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.langgraph import catchup, messages
 from services.gateway.langgraph.stream import interrupt_of
+from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import aware
@@ -43,7 +44,7 @@ class ThreadSearch(BaseModel):
     metadata: dict[str, Any] | None = None
     status: ThreadStatus | None = None
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
 
 
 def not_found(thread_id: str) -> ApiProblem:
