@@ -24,7 +24,7 @@ from nats.js.api import (
 from nats.js.errors import BadRequestError, NotFoundError
 
 from shared.bus.names import Names, Subjects, names_for, subjects_for
-from shared.bus.retry import RETRY_FOR_S
+from shared.bus.retry import RETRY_FOR_S, with_retries
 from shared.settings import CommonSettings
 
 log = logging.getLogger("agentix.bus.streams")
@@ -67,7 +67,10 @@ async def _ensure_stream(target: _Target, config: StreamConfig) -> None:
 
 async def _ensure_consumer(target: _Target, stream: str, config: ConsumerConfig) -> None:
     try:
-        await target.js.add_consumer(stream, config)
+        # A stream just created on a cluster may not have elected its leader yet: its first
+        # consumer request can go unanswered, which is a wait, not a failure.
+        await with_retries(lambda: target.js.add_consumer(stream, config),
+                           what=f"creating consumer {config.durable_name} on {stream}")
     except BadRequestError as exc:
         log.warning("consumer %s on %s exists with another config: %s", config.durable_name, stream, exc)
 
