@@ -5,13 +5,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import openai
 
 from services.dispatcher.llm.api import LLMRequest, ToolCallRequest
+from services.dispatcher.llm.chunks import chat_chunks, reasoning_of, usage_of
 from services.dispatcher.llm.errors import MODEL_EXCEPTIONS, AttemptError, classify
 from services.dispatcher.llm.offline import offline_answer, stream_pieces
 from services.dispatcher.llm.offline_tools import tool_call as offline_tool_call
@@ -24,9 +27,6 @@ class RawSink(Protocol):
 
     async def __call__(self, kind: Literal["token", "thinking", "tool_input"], text: str,
                        call: tuple[str, str] | None, /) -> None: ...
-
-
-REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 @dataclass
@@ -75,14 +75,7 @@ def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCall
 
 def _reasoning(obj: Any) -> str | None:
     # Not fields of the openai types: DeepSeek/vLLM/OpenRouter extras land in `model_extra`.
-    extra = obj.model_extra
-    if not extra:
-        return None
-    for name in REASONING_FIELDS:
-        value = extra.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return reasoning_of(obj.model_extra) if obj.model_extra else None
 
 
 class OpenAIEndpoint:
@@ -120,13 +113,22 @@ class OpenAIEndpoint:
         return kwargs
 
     async def generate(self, request: LLMRequest, sink: RawSink | None) -> Generation:
-        try:
-            response = await self.client.chat.completions.create(**self._kwargs(request))
-        except MODEL_EXCEPTIONS as exc:
-            raise classify(exc, self.config.name, self.timeout_s) from exc
+        kwargs = self._kwargs(request)
         if not request.stream:
+            try:
+                response = await self.client.chat.completions.create(**kwargs)
+            except MODEL_EXCEPTIONS as exc:
+                raise classify(exc, self.config.name, self.timeout_s) from exc
             return self._parse_complete(response)
-        return await self._consume(response, sink)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                # The raw response: its chunks are read as dicts (`chunks`), not as SDK models.
+                response = await stack.enter_async_context(
+                    self.client.chat.completions.with_streaming_response.create(**kwargs))
+            except MODEL_EXCEPTIONS as exc:
+                raise classify(exc, self.config.name, self.timeout_s) from exc
+            return await self._consume(response.iter_lines(), sink)
+        raise AssertionError("unreachable: the exit stack does not swallow exceptions")
 
     def _parse_complete(self, response: Any) -> Generation:
         if not getattr(response, "choices", None):
@@ -140,52 +142,54 @@ class OpenAIEndpoint:
         usage = (response.usage.prompt_tokens, response.usage.completion_tokens) if response.usage else None
         return Generation(msg.content or "", _reasoning(msg) or "", calls, usage, choice.finish_reason)
 
-    async def _consume(self, stream: Any, sink: RawSink | None) -> Generation:
+    async def _consume(self, lines: AsyncIterator[str], sink: RawSink | None) -> Generation:
         text: list[str] = []
         thinking: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: tuple[int, int] | None = None
         finish: str | None = None
-        async with stream:
-            chunks = stream.__aiter__()
-            while True:
-                try:
-                    chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    break
-                except MODEL_EXCEPTIONS as exc:  # only the read is classified, not the sink
-                    raise classify(exc, self.config.name, self.timeout_s) from exc
-                if chunk.usage is not None:
-                    usage = (chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                delta = choice.delta
-                if choice.finish_reason:
-                    finish = choice.finish_reason
-                if delta is None:
-                    continue
-                reasoning = _reasoning(delta)
-                if reasoning:
-                    thinking.append(reasoning)
-                    if sink:
-                        await sink("thinking", reasoning, None)
-                if delta.content:
-                    text.append(delta.content)
-                    if sink:
-                        await sink("token", delta.content, None)
-                for tc in delta.tool_calls or []:
-                    slot = calls.setdefault(tc.index, {"id": None, "name": "", "args": []})
-                    if tc.id:
-                        slot["id"] = tc.id
-                    if tc.function is not None:
-                        if tc.function.name and not slot["name"]:
-                            slot["name"] = tc.function.name
-                        if tc.function.arguments:
-                            slot["args"].append(tc.function.arguments)
-                            if sink:
-                                call = (slot["id"] or f"call_{tc.index}", slot["name"])
-                                await sink("tool_input", tc.function.arguments, call)
+        chunks = chat_chunks(lines, self.config.name)
+        while True:
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                break
+            except MODEL_EXCEPTIONS as exc:  # only the read is classified, not the sink
+                raise classify(exc, self.config.name, self.timeout_s) from exc
+            usage = usage_of(chunk) or usage
+            choices = chunk.get("choices")
+            if not choices or not isinstance(choices, list):
+                continue
+            choice = choices[0]
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                continue
+            reasoning = reasoning_of(delta)
+            if reasoning:
+                thinking.append(reasoning)
+                if sink:
+                    await sink("thinking", reasoning, None)
+            content = delta.get("content")
+            if content:
+                text.append(content)
+                if sink:
+                    await sink("token", content, None)
+            for tc in delta.get("tool_calls") or ():
+                index = tc.get("index") or 0
+                slot = calls.setdefault(index, {"id": None, "name": "", "args": []})
+                if tc.get("id"):
+                    slot["id"] = tc["id"]
+                function = tc.get("function")
+                if isinstance(function, dict):
+                    if function.get("name") and not slot["name"]:
+                        slot["name"] = function["name"]
+                    arguments = function.get("arguments")
+                    if arguments:
+                        slot["args"].append(arguments)
+                        if sink:
+                            await sink("tool_input", arguments, (slot["id"] or f"call_{index}", slot["name"]))
         tool_calls = [_tool_call(i, s["id"], s["name"], "".join(s["args"])) for i, s in sorted(calls.items())]
         return Generation("".join(text), "".join(thinking), tool_calls, usage, finish)
 

@@ -1,0 +1,53 @@
+"""The streamed chat completion read as dicts: SSE framing, the end marker, error events and
+malformed payloads (the real server's streams are covered by the integration tests)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from services.dispatcher.llm.chunks import chat_chunks, reasoning_of, sse_data, usage_of
+from services.dispatcher.llm.errors import AttemptError
+
+
+async def lines_of(text: str) -> AsyncIterator[str]:
+    for line in text.split("\n"):
+        yield line
+
+
+async def collect(text: str) -> list[dict]:
+    return [chunk async for chunk in chat_chunks(lines_of(text), "m")]
+
+
+async def test_events_are_split_on_blank_lines_and_multi_line_data_is_joined() -> None:
+    text = ": a comment\nevent: message\nid: 7\ndata: one\ndata:two\n\nretry: 10\ndata: three\n\n\ndata: last"
+    assert [d async for d in sse_data(lines_of(text))] == ["one\ntwo", "three", "last"]
+
+
+async def test_chunks_stop_at_done_and_keep_every_field() -> None:
+    first = {"choices": [{"index": 0, "delta": {"content": "Hi", "reasoning_content": "hm"}, "finish_reason": None}]}
+    usage = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+    text = f"data: {json.dumps(first)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\ndata: {json.dumps(first)}\n\n"
+    chunks = await collect(text)
+    assert chunks == [first, usage]
+    assert reasoning_of(chunks[0]["choices"][0]["delta"]) == "hm"
+    assert usage_of(chunks[1]) == (3, 2)
+    assert usage_of(chunks[0]) is None
+
+
+async def test_an_error_event_is_a_broken_stream_with_the_servers_message() -> None:
+    text = 'data: {"choices": [{"delta": {"content": "x"}}]}\n\ndata: {"error": {"message": "overloaded"}}\n\n'
+    with pytest.raises(AttemptError) as caught:
+        await collect(text)
+    assert caught.value.code == "stream_broken"
+    assert "overloaded" in caught.value.message
+
+
+async def test_a_payload_that_is_not_a_json_object_is_refused() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        await collect('data: {"choices": [\n\n')
+    with pytest.raises(AttemptError) as caught:
+        await collect("data: [1, 2]\n\n")
+    assert caught.value.code == "stream_broken"
