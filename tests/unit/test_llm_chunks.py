@@ -51,3 +51,15 @@ async def test_a_payload_that_is_not_a_json_object_is_refused() -> None:
     with pytest.raises(AttemptError) as caught:
         await collect("data: [1, 2]\n\n")
     assert caught.value.code == "stream_broken"
+
+
+async def test_what_follows_done_is_read_so_the_connection_can_be_reused() -> None:
+    read: list[str] = []
+
+    async def lines() -> AsyncIterator[str]:
+        for line in ["data: {}", "", "data: [DONE]", "", "", "trailing"]:
+            read.append(line)
+            yield line
+
+    assert [chunk async for chunk in chat_chunks(lines(), "m")] == [{}]
+    assert read[-1] == "trailing"

@@ -10,6 +10,8 @@ auth and timeouts keep the SDK's semantics."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 from services.dispatcher.llm.errors import AttemptError
 
 DONE = "[DONE]"
+DRAIN_S = 0.1
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek, vLLM, OpenRouter extras
 
 
@@ -43,6 +46,7 @@ async def chat_chunks(lines: AsyncIterable[str], model: str) -> AsyncIterator[di
     (`stream_broken`) for an error event or a chunk that is not an object."""
     async for data in sse_data(lines):
         if data.startswith(DONE):
+            await drain(lines)
             return
         chunk = json.loads(data)
         if not isinstance(chunk, dict):
@@ -54,6 +58,16 @@ async def chat_chunks(lines: AsyncIterable[str], model: str) -> AsyncIterator[di
             raise AttemptError("stream_broken", f"model {model!r} sent an error in its stream: "
                                                 f"{message if isinstance(message, str) and message else error}")
         yield chunk
+
+
+async def drain(lines: AsyncIterable[str]) -> None:
+    """Read what follows `[DONE]` (the chunked body's end): a response read to its end leaves its
+    connection in the pool for the next call; one closed early costs a new TCP connection per
+    call. Bounded, so a server that keeps the stream open after `[DONE]` cannot hold us."""
+    with contextlib.suppress(Exception):  # the answer is complete: how the rest goes is no error
+        async with asyncio.timeout(DRAIN_S):
+            async for _ in lines:
+                pass
 
 
 def reasoning_of(part: dict[str, Any]) -> str | None:
