@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm import defer
 from sqlmodel import Session, col, select, update
 
 from services.gateway.tables import Task, TaskNode, aware, now
@@ -44,16 +45,21 @@ def apply_events(session: Session, events: Iterable[AnyEvent]) -> int:
     # writer wait — and reading afterwards sees its nodes, instead of inserting them a second
     # time. On PostgreSQL the UPDATE locks the rows as `SELECT … FOR UPDATE` does.
     session.execute(update(Task).where(col(Task.id).in_(list(by_task))).values(updated_at=now()))
-    query = select(Task).where(col(Task.id).in_(list(by_task))).with_for_update()
+    # What the events never read stays in the database (a task's input can be large). The
+    # ignore: sqlmodel types a column attribute as its Python type, not as SQLAlchemy's attribute.
+    query = (select(Task).where(col(Task.id).in_(list(by_task))).with_for_update()
+             .options(defer(Task.input), defer(Task.options), defer(Task.guardrail_grey)))  # type: ignore[arg-type]
     tasks = {t.id: t for t in session.exec(query.execution_options(populate_existing=True))}
+    nodes: dict[str, dict[str, TaskNode]] = defaultdict(dict)
+    for node in session.exec(select(TaskNode).where(col(TaskNode.task_id).in_(list(tasks)))):
+        nodes[node.task_id][node.node_id] = node
     changed = 0
     for task_id, task_events in by_task.items():
         task = tasks.get(task_id)
         if task is None:
             continue
-        nodes = {n.node_id: n for n in session.exec(select(TaskNode).where(TaskNode.task_id == task_id))}
         for event in task_events:
-            if _apply(session, task, nodes, event):
+            if _apply(session, task, nodes[task_id], event):
                 changed += 1
         session.add(task)
     return changed
@@ -124,7 +130,7 @@ def _apply(session: Session, task: Task, nodes: dict[str, TaskNode], event: AnyE
 
 def _apply_node(session: Session, task: Task, nodes: dict[str, TaskNode], event: AnyEvent) -> bool:
     assert event.node_id is not None
-    node = _node(session, task, nodes, event.node_id)
+    node = _node(session, task, nodes, event.node_id, getattr(event, "kind", None))
     ts = aware(event.ts) or now()
     finished_before = node.status in NODE_FINISHED and not _after(ts, node.finished_at)
     if isinstance(event, NodeStartEvent):
@@ -164,10 +170,10 @@ def _after(ts: datetime, other: datetime | None) -> bool:
     return other is None or ts > (aware(other) or other)
 
 
-def _node(session: Session, task: Task, nodes: dict[str, TaskNode], node_id: str) -> TaskNode:
+def _node(session: Session, task: Task, nodes: dict[str, TaskNode], node_id: str, kind: str | None = None) -> TaskNode:
     node = nodes.get(node_id)
     if node is None:
-        node = TaskNode(task_id=task.id, node_id=node_id, kind=_kind_from_dsl(task.dsl, node_id))
+        node = TaskNode(task_id=task.id, node_id=node_id, kind=kind or _kind_from_dsl(task.dsl, node_id))
         nodes[node_id] = node
         session.add(node)
     return node
