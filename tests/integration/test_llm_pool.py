@@ -112,6 +112,22 @@ async def test_stream_tokens_thinking_usage_and_cost(srv: oai.OpenAIServer, lset
     await pool.aclose()
 
 
+async def test_a_models_params_and_extras_reach_the_streamed_request_body(
+    srv: oai.OpenAIServer, lsettings: Settings
+) -> None:
+    cfg = model("primary", srv.url).model_copy(update={"params": ModelParams(
+        temperature=0.2, max_tokens=64, timeout_s=5.0, extra={"top_k": 5, "repetition_penalty": 1.1})})
+    pool = make_pool(lsettings, [cfg])
+    tools = [{"type": "function", "function": {"name": "kb_search", "parameters": {"type": "object"}}}]
+    await pool.pinned().complete(LLMRequest(messages=MESSAGES, tools=tools, json_output=True))
+    body = srv.requests()[0]["body"]
+    assert body["model"] == "primary-m" and body["messages"] == MESSAGES and body["tools"] == tools
+    assert (body["temperature"], body["max_tokens"], body["top_k"], body["repetition_penalty"]) == (0.2, 64, 5, 1.1)
+    assert body["response_format"] == {"type": "json_object"} and body["stream"] is True
+    assert "extra_body" not in body and "extra" not in body
+    await pool.aclose()
+
+
 async def test_reasoning_field_variant_and_usage_estimated_when_omitted(
     srv: oai.OpenAIServer, lsettings: Settings
 ) -> None:
