@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlmodel import Session, col, select
+from sqlmodel import Session, col, select, update
 
 from services.gateway.chat.tables import ChatRun
 from services.gateway.db import Database
@@ -70,6 +70,15 @@ def load_owned(session: Session, user: Principal, task_id: str) -> Task:
     if task is None or not user.can_see(task.user_id):
         raise not_found(task_id)  # another user's task is indistinguishable from none
     return task
+
+
+def owned_status(session: Session, user: Principal, task_id: str) -> str:
+    """The status of a task `user` may see (404 as `load_owned`), reading two columns, not the row:
+    what opening a task's stream needs."""
+    row = session.exec(select(Task.user_id, Task.status).where(Task.id == task_id)).one_or_none()
+    if row is None or not user.can_see(row[0]):
+        raise not_found(task_id)
+    return row[1]
 
 
 def usage_view(usage: dict[str, Any] | None) -> dict[str, Any]:
@@ -270,11 +279,9 @@ def _msg_id(task: Task) -> str:
 
 
 def _mark_queued(session: Session, task_id: str, seq: int | None) -> None:
-    task = session.get(Task, task_id)
-    if task is not None and task.queued_at is None:
-        task.queued_at = now()
-        task.queue_seq = seq
-        session.add(task)
+    # One statement, not a load of the whole row (its DSL and input) to change two columns.
+    session.execute(update(Task).where(col(Task.id) == task_id, col(Task.queued_at).is_(None))
+                    .values(queued_at=now(), queue_seq=seq))
 
 
 # How long a submit's publish rides through a leader election of the tasks stream (typically

@@ -11,7 +11,7 @@ from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep
 from services.gateway.sse import ENDPOINT_CHANNELS, event_stream, resume_point
-from services.gateway.task_service import load_owned
+from services.gateway.task_service import owned_status
 from shared.contract.task import TERMINAL
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["streaming"])
@@ -34,8 +34,8 @@ def _handler(endpoint: str) -> SseHandler:
         last_event_id: LastEventId = None, after: After = None,
     ) -> EventSourceResponse:  # fmt: skip
         start = resume_point(last_event_id, after)
-        task = await db.run(load_owned, user, task_id)
-        return event_stream(bus, task_id, start, channels, task.status in TERMINAL, request.app.state.metrics,
+        status = await db.run(owned_status, user, task_id)
+        return event_stream(bus, task_id, start, channels, status in TERMINAL, request.app.state.metrics,
                             heartbeat_s=request.app.state.settings.sse_heartbeat_s,
                             feeds=request.app.state.task_feeds)
 
