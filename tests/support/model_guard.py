@@ -1,8 +1,7 @@
 """A test-run guard: no test reaches a real model endpoint (or any other remote HTTP host).
 
 Every HTTP request goes through a transport of `httpx`, or of `httpx2` (the fork the `openai`
-client is built on), or the `openai` SDK's aiohttp transport for `httpx2` (the dispatcher's model
-client). The guard wraps these transports once per run: a request to a
+client is built on). The guard wraps both libraries' transports once per run: a request to a
 host that is not loopback (127.0.0.0/8, ::1, `localhost`) is refused before anything leaves the
 machine, with that library's connection error, which is how the code under test sees an
 unreachable endpoint. Since that code may catch the error (a model pool fails over, a reranker
@@ -39,58 +38,32 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _refusal(library: ModuleType) -> type[Exception]:
-    """The library's own connection error, marked as the guard's refusal."""
-    return type("RemoteHostRefused", (RemoteHostRefused, library.ConnectError), {})
-
-
-def _refuse_remote(request: Any, refused: type[Exception]) -> None:
-    if not is_loopback(request.url.host):
-        url = str(request.url.copy_with(query=None))  # the query may hold a key: not repeated
-        _reached.append(url)
-        raise refused(f"tests may not reach {url}: only loopback hosts are allowed", request=request)  # type: ignore[call-arg]
-
-
 def _guard(library: ModuleType) -> None:
     """Wrap `library`'s sync and async transports, unless already wrapped."""
     sync_send = library.HTTPTransport.handle_request
     if getattr(sync_send, _GUARDED, False):
         return
     async_send = library.AsyncHTTPTransport.handle_async_request
-    refused = _refusal(library)
+    refused = type("RemoteHostRefused", (RemoteHostRefused, library.ConnectError), {})
+
+    def refuse_remote(request: Any) -> None:
+        if not is_loopback(request.url.host):
+            url = str(request.url.copy_with(query=None))  # the query may hold a key: not repeated
+            _reached.append(url)
+            raise refused(f"tests may not reach {url}: only loopback hosts are allowed", request=request)
 
     def handle_request(self: Any, request: Any) -> Any:
-        _refuse_remote(request, refused)
+        refuse_remote(request)
         return sync_send(self, request)
 
     async def handle_async_request(self: Any, request: Any) -> Any:
-        _refuse_remote(request, refused)
+        refuse_remote(request)
         return await async_send(self, request)
 
     for wrapper in (handle_request, handle_async_request):
         setattr(wrapper, _GUARDED, True)
     library.HTTPTransport.handle_request = handle_request
     library.AsyncHTTPTransport.handle_async_request = handle_async_request
-
-
-def _guard_aiohttp_transport() -> None:
-    """The openai SDK's aiohttp transport is not an `httpx2.AsyncHTTPTransport`: wrapped too."""
-    try:
-        import httpx2
-        from openai._vendor.httpx_aiohttp.transport import AiohttpTransport
-    except ImportError:  # the `aiohttp` extra is not installed
-        return
-    send = AiohttpTransport.handle_async_request
-    if getattr(send, _GUARDED, False):
-        return
-    refused = _refusal(httpx2)
-
-    async def handle_async_request(self: Any, request: Any) -> Any:
-        _refuse_remote(request, refused)
-        return await send(self, request)
-
-    setattr(handle_async_request, _GUARDED, True)
-    AiohttpTransport.handle_async_request = handle_async_request  # type: ignore[method-assign]
 
 
 def install() -> None:
@@ -101,7 +74,6 @@ def install() -> None:
         except ImportError:  # httpx2 comes with newer openai releases only
             continue
         _guard(library)
-    _guard_aiohttp_transport()
 
 
 def take_reached() -> list[str]:

@@ -84,12 +84,3 @@ def test_a_test_that_swallows_the_refusal_still_fails(pytester: pytest.Pytester)
     result.assert_outcomes(passed=1, errors=1)  # the call passed; the guard's teardown failed it
     result.stdout.fnmatch_lines([f"*non-loopback host*{REMOTE}/embeddings*"])
     assert take_reached() == []  # the inner run took its own record
-
-
-async def test_the_openai_clients_aiohttp_transport_toward_a_remote_host_is_refused_and_recorded() -> None:
-    client = openai.AsyncOpenAI(base_url=REMOTE, api_key="k", max_retries=0, http_client=openai.DefaultAioHttpClient())
-    with pytest.raises(openai.APIConnectionError) as caught:
-        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-    assert isinstance(caught.value.__cause__, RemoteHostRefused)
-    assert take_reached() == [f"{REMOTE}/chat/completions"]
-    await client.close()
