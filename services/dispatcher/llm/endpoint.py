@@ -89,9 +89,6 @@ class OpenAIEndpoint:
             api_key=api_key or "no-key",
             max_retries=0,  # retries are ours: they must honour breakers and failover
             timeout=openai.Timeout(timeout, connect=min(10.0, timeout)),
-            # The SDK's aiohttp transport (the `aiohttp` extra): its C HTTP parser costs about half
-            # the CPU per streamed call of the default pure-Python one (bench/e2e, PERFORMANCE.md).
-            http_client=openai.DefaultAioHttpClient(),
         )
 
     def params(self, request: LLMRequest) -> dict[str, Any]:

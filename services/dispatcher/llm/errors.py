@@ -80,22 +80,9 @@ def _detail(exc: openai.APIStatusError) -> tuple[str | None, str]:
     return (str(code) if code else None), message
 
 
-def _connect_failure(exc: BaseException) -> OSError | None:
-    """The refused or failed connect beneath a "timeout": the aiohttp transport reports every
-    failed connect as a connect timeout, even one refused at once."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
-            return cause
-        cause = cause.__cause__
-    return None
-
-
 def classify(exc: BaseException, model: str, timeout_s: float) -> AttemptError:
     """Map an exception from the openai client (or from parsing its stream) to an AttemptError."""
     who = f"model {model!r}"
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException) and (failed := _connect_failure(exc)):
-        return AttemptError("unavailable", f"{who} is unreachable: {failed}", retryable=True)
     if isinstance(exc, openai.APITimeoutError):
         return AttemptError("timeout", f"{who} timed out (no response within {timeout_s:g}s)", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
