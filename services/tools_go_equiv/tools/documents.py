@@ -170,7 +170,7 @@ async def enqueue(prepared: Prepared, reg: store.Registered, kb_id: str, user: s
 async def kb_ingest(args: KbIngestArgs, ctx: ToolContext) -> dict[str, Any]:
     caller = caller_of(args, ctx)
     user = caller.user  # the uploader owns the document and its job, also in another user's KB
-    kb = await resolve_kb(caller, args.kb)
+    kb = await resolve_kb(caller, args.kb, grouped=True)
     prepared = await prepare(args)
     def register(conn: Connection) -> store.Registered:
         return store.register_document(conn, kb.id, user, *prepared.register_args())

@@ -30,8 +30,11 @@ def find_kb_for(conn: Connection, caller: Caller, ref: str) -> Any:
     return store.get_kb(conn, ref)
 
 
-async def resolve_kb(caller: Caller, ref: str) -> Any:
-    kb = await runtime.get().db.read(find_kb_for, caller, ref)
+async def resolve_kb(caller: Caller, ref: str, grouped: bool = False) -> Any:
+    """`grouped`: looked up in the transaction the concurrent writes share (`Db.run_grouped`)
+    instead of a read transaction of its own, for a path that writes next anyway."""
+    db = runtime.get().db
+    kb = await (db.run_grouped if grouped else db.read)(find_kb_for, caller, ref)
     if kb is None:
         raise ToolFailure("not_found", f"knowledge base {ref!r} not found")
     return kb
