@@ -5,8 +5,8 @@ Why not the `openai` client's `AsyncStream`: it builds a pydantic model per chun
 SDK's lenient `construct` (type introspection for every field of every chunk). In a profile of
 the dispatcher running agents that was a quarter of its CPU, more than everything else it does
 per token together; a dict per chunk carries the same fields. The request is still sent, and a
-refused one still raised, by the `openai` client (`with_streaming_response`), so status errors,
-auth and timeouts keep the SDK's semantics."""
+refused one still raised, by the `openai` client (its passthrough `post`, in `endpoint`), so
+status errors, auth and timeouts keep the SDK's semantics."""
 
 from __future__ import annotations
 
