@@ -47,8 +47,10 @@ class ChatView:
     def show(self, name: str, d: dict[str, Any]) -> None:
         node = str(d.get("node_id") or "")
         if name == "token":
-            self._stream("answer", node, str(d.get("text", "")))
-            self.answered = True
+            token = str(d.get("text", ""))
+            # Marked before the write: a Ctrl-C can land between writing the text and the next line.
+            self.answered = self.answered or bool(token)
+            self._stream("answer", node, token)
         elif name in ("thinking", "thinking.delta"):  # `thinking` is the single-event form
             self._stream("thinking", node, str(d.get("text", "")))
         elif name == "thinking.start":

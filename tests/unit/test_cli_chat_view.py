@@ -58,3 +58,21 @@ def test_a_new_speaker_starts_a_new_line() -> None:
     lines = _shown([("token", {"node_id": "plan", "text": '{"steps": []}'}),
                     ("token", {"node_id": "ans", "text": "Done."})]).splitlines()
     assert lines == ['agent: {"steps": []}', "agent: Done."]
+
+
+class _InterruptedAfterWrite(io.StringIO):
+    """A terminal whose user presses Ctrl-C just as the answer's text has been flushed."""
+
+    def flush(self) -> None:
+        super().flush()
+        if self.getvalue():
+            raise KeyboardInterrupt
+
+
+def test_an_answer_cut_by_ctrl_c_right_after_it_is_shown_counts_as_answered() -> None:
+    view = ChatView(_InterruptedAfterWrite(), styled=False)
+    try:
+        view.show("token", {"node_id": "ans", "text": "The first half"})
+    except KeyboardInterrupt:
+        pass
+    assert view.answered  # so the stop says the partial answer is kept, as the gateway keeps it
