@@ -226,16 +226,22 @@ async def test_a_client_resumes_on_another_gateway_after_its_gateway_is_killed(
         srv.stop_thread()
 
 
+# Long enough for a heartbeat to show the call in flight (the replica is killed then), quick
+# enough that the next call, made once the cut-off one has timed out, ends well inside the timeout.
 SLOW_CODE = {"code": "import time\ntime.sleep(6)\nprint('slept')", "timeout_s": 30}
-TOOL_DSL = {"version": "1",
+QUICK_CODE = {"code": "print('ran')", "timeout_s": 30}
+
+
+def tool_dsl(args: dict[str, Any]) -> dict[str, Any]:
+    return {"version": "1",
             "nodes": [{"id": "in", "kind": "input"},
-                      {"id": "run", "kind": "tool", "config": {"tool": "code_exec", "args": SLOW_CODE}},
+                      {"id": "run", "kind": "tool", "config": {"tool": "code_exec", "args": args}},
                       {"id": "out", "kind": "output", "config": {"value": "{{ run.stdout }}"}}],
             "edges": [{"source": "in", "target": "run"}, {"source": "run", "target": "out"}]}
 
 
-async def _run_task(bus: Bus, task_id: str) -> list[Any]:
-    message = TaskMessage(task_id=task_id, user_id="u1", dsl=TOOL_DSL, input={})
+async def _run_task(bus: Bus, task_id: str, args: dict[str, Any]) -> list[Any]:
+    message = TaskMessage(task_id=task_id, user_id="u1", dsl=tool_dsl(args), input={})
     await bus.js_publish(bus.subjects.tasks_submit, message, msg_id=task_id)
     return [e async for _, e in read_events(bus, task_id, follow=True, idle_timeout_s=120)]
 
@@ -246,7 +252,7 @@ async def test_a_tools_replica_killed_mid_call_fails_the_call_clearly_and_the_ot
     tool timeout (it is not sent again to another replica: the tool may have had effects, and a
     dead replica looks like a slow tool), and the task ends `failed` saying so — a retry resumes
     it. The next call goes to the live replica."""
-    cfg = make_settings(nats_server.url, tmp_path / "data", tool_timeout_s=20.0)
+    cfg = make_settings(nats_server.url, tmp_path / "data", tool_timeout_s=8.0)
     env = service_env(cfg)
     async with connected(cfg) as bus:
         go = await serve_tools(bus, ToolRegistry("go"))  # answers list_tools; this test needs no go tool
@@ -255,7 +261,7 @@ async def test_a_tools_replica_killed_mid_call_fails_the_call_clearly_and_the_ot
             await Tools(bus).ready(("py",), timeout_s=120)
             await _alive(bus, "tools-py", {r.pid for r in replicas})
             async with dispatcher(cfg):
-                cut = asyncio.create_task(_run_task(bus, "cut-off"))
+                cut = asyncio.create_task(_run_task(bus, "cut-off", SLOW_CODE))
                 holder = await _busy(bus, "tools-py")
                 victim = next(r for r in replicas if r.pid == holder)
                 victim.kill()
@@ -266,9 +272,9 @@ async def test_a_tools_replica_killed_mid_call_fails_the_call_clearly_and_the_ot
                 [result] = [e for e in events if e.type == "tool.result"]
                 assert not result.ok and (result.error or "").startswith("timeout:"), result
 
-                after = await _run_task(bus, "after")
+                after = await _run_task(bus, "after", QUICK_CODE)
                 assert after[-1].status == "done", after[-1]
-                assert after[-1].output == {"out": "slept\n"}, after[-1].output
+                assert after[-1].output == {"out": "ran\n"}, after[-1].output
         finally:
             for replica in replicas:
                 if replica.proc is not None and replica.proc.poll() is None:
