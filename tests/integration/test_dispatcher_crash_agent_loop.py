@@ -109,7 +109,7 @@ async def test_sigkill_mid_tool_loop_the_next_dispatcher_does_not_repeat_finishe
             async with asyncio.timeout(TIMEOUT_S):
                 async for _, event in read_events(bus, TASK, follow=True):
                     events.append(event)
-            assert events[-1].type == "done" and events[-1].status == "done", events[-1]
+            assert events[-1].type == "done" and events[-1].status == "done", [e.model_dump() for e in events]
             assert events[-1].output == {"out": "Counted once and held."}
             # `count` finished before the kill and was not called again; `hold` was cut off.
             assert calls == ["count", "hold", "hold"]
