@@ -14,8 +14,8 @@ from services.gateway.problems import ApiProblem
 from services.gateway.tables import Task, TaskNode
 from services.gateway.task_service import load_owned
 from shared.bus import Bus
-from shared.bus.events import last_event, last_event_n
-from shared.contract.events import StatusEvent
+from shared.bus.events import last_event, last_event_n, read_events
+from shared.contract.events import ApprovalDecisionEvent, ApprovalRequestEvent, NodeEndEvent, StatusEvent
 from shared.contract.task import ResumeMessage
 
 # The row statuses a task's record can lag in while its log already says `waiting`.
@@ -30,17 +30,15 @@ class Approval(BaseModel):
     node_id: str | None = Field(default=None, max_length=64)
 
 
-def _waiting_node(session: Session, task: Task, node_id: str | None) -> str:
+def _waiting_node(session: Session, task: Task, node_id: str | None, in_log: list[str] | None) -> str:
+    """The node a decision goes to: named, or the only one waiting. `in_log`: the nodes the task's
+    event log says wait, for when the record lags behind the log (its node rows not yet waiting)."""
     waiting = [
         n.node_id
         for n in session.exec(select(TaskNode).where(TaskNode.task_id == task.id, TaskNode.status == "waiting"))
     ]
-    if not waiting:  # the recorder may lag behind: fall back to the graph's approval nodes
-        waiting = [
-            n["id"]
-            for n in (task.dsl or {}).get("nodes", [])
-            if isinstance(n, dict) and n.get("kind") == "approval" and isinstance(n.get("id"), str)
-        ]
+    if not waiting and in_log:
+        waiting = in_log
     if node_id is not None:
         if node_id not in waiting:
             raise ApiProblem(409, "Conflict", f"Node {node_id!r} is not waiting for approval.")
@@ -55,29 +53,43 @@ def _waiting_node(session: Session, task: Task, node_id: str | None) -> str:
 
 
 def _approval_target(session: Session, user: Principal, task_id: str, node_id: str | None,
-                     waits_on_bus: bool = False) -> str:
-    """The node a decision goes to. `waits_on_bus`: the task's event log already says `waiting`
-    while its row may lag behind (the recorder has not applied that event yet) — a person who
-    saw the approval request must be able to answer it at once, whether the row still says
-    `running` or has not even seen the task start (`submitted`)."""
+                     in_log: list[str] | None = None) -> str:
+    """The node a decision goes to. `in_log` (the nodes waiting by the task's event log, which
+    already says `waiting`): the task's row may lag behind — the recorder has not applied those
+    events yet — and a person who saw the approval request must be able to answer it at once,
+    whether the row still says `running` or has not even seen the task start (`submitted`)."""
     task = load_owned(session, user, task_id)
-    if task.status != "waiting" and not (waits_on_bus and task.status in LAGGING):
+    if task.status != "waiting" and not (in_log is not None and task.status in LAGGING):
         raise ApiProblem(409, "Conflict", f"Task {task_id} is not waiting for approval ({task.status}).")
-    return _waiting_node(session, task, node_id)
+    return _waiting_node(session, task, node_id, in_log)
 
 
-async def _waits_on_bus(bus: Bus, task_id: str) -> bool:
+async def _waiting_in_log(bus: Bus, task_id: str) -> list[str] | None:
+    """The nodes waiting for a decision by the task's event log (approval requests neither decided
+    nor ended since), or None when its last status is not `waiting`."""
     last = await last_event(bus, task_id, "status")
-    return isinstance(last, StatusEvent) and last.status == "waiting"
+    if not (isinstance(last, StatusEvent) and last.status == "waiting"):
+        return None
+    waiting: dict[str, None] = {}  # an ordered set
+    run = 0
+    async for _, event in read_events(bus, task_id, channels=("status", "exec"), follow=False):
+        if isinstance(event, StatusEvent) and (event.retry or 0) > run:
+            run, waiting = event.retry or 0, {}  # a retry starts afresh: earlier waits are over
+        elif isinstance(event, ApprovalRequestEvent) and event.node_id:
+            waiting[event.node_id] = None
+        elif isinstance(event, ApprovalDecisionEvent | NodeEndEvent) and event.node_id:
+            waiting.pop(event.node_id, None)
+    return list(waiting)
 
 
 async def approve(db: Database, bus: Bus, user: Principal, task_id: str, body: Approval) -> str:
     try:
         node_id = await db.run(_approval_target, user, task_id, body.node_id)
     except ApiProblem as exc:
-        if exc.status != 409 or not await _waits_on_bus(bus, task_id):
+        in_log = await _waiting_in_log(bus, task_id) if exc.status in (409, 422) else None
+        if in_log is None:
             raise
-        node_id = await db.run(_approval_target, user, task_id, body.node_id, True)
+        node_id = await db.run(_approval_target, user, task_id, body.node_id, in_log)
     message = ResumeMessage(task_id=task_id, node_id=node_id, decision=body.decision, by=user.id, comment=body.comment)
     # The same wait decided twice (a double click) is one message; a later wait of the same node
     # (an agent's next high-risk tool call) is another: the event log has moved on since.
