@@ -26,12 +26,14 @@ MAX_BATCH = 500  # rows per transaction: bounds one commit's time when a burst q
 
 
 def _insert_rows(session: Session, rows: Sequence[SQLModel]) -> None:
-    """One multi-row INSERT per table (Core, not the unit of work: the ids are not needed back)."""
+    """One multi-row INSERT per table, on the table itself: neither the unit of work nor the ORM's
+    bulk insert (an INSERT of the model class), whose per-statement setup cost a third more CPU
+    per one-row transaction on SQLite, 0.71-0.86 -> 0.56-0.59 ms. The ids are not needed back."""
     by_table: dict[type[SQLModel], list[dict[str, object]]] = {}
     for row in rows:
         by_table.setdefault(type(row), []).append(row.model_dump(exclude={"id"}))
     for model, values in by_table.items():
-        session.execute(insert(model), values)
+        session.execute(insert(model.__table__), values)  # type: ignore[attr-defined]
 
 
 class RowWriter:
