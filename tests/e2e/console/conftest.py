@@ -1,6 +1,6 @@
 """What the console's browser tests share: one suite for the whole package (the console, chat and
 MCP pages), a scripted OpenAI-protocol server that streams at a watchable pace, an admin user,
-and the runner of a scenario (tests/e2e/console/*.mjs: playwright-core driving Debian's
+and the runner of the scenarios (tests/e2e/console/*.mjs: playwright-core driving Debian's
 chromium). Starting the suite once for the three pages, not once per page, saves a suite start
 (several seconds) per module; every scenario sets up the model chain and scripts it needs."""
 
@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import RunningSuite, start_suite
-from tests.e2e.console.browser import ROOT, SCREENSHOTS
+from tests.e2e.console.browser import ROOT, SCREENSHOTS, Scenarios
 from tests.support.openai_server import OpenAIServer, reply
 
 ANSWER = (
@@ -77,3 +77,10 @@ def console_env(console_suite: RunningSuite, scripted_llm: OpenAIServer) -> dict
         "COLLEAGUE_USER": "console-colleague",
         "COLLEAGUE_TOKEN": console_suite.token("console-colleague"),
     }
+
+
+@pytest.fixture(scope="package")
+def scenarios(console_env: dict[str, str]) -> Iterator[Scenarios]:
+    runner = Scenarios(console_env)
+    yield runner
+    runner.close()

@@ -1,9 +1,8 @@
 // Helpers for the console's browser tests: the system chromium through playwright-core, login,
 // screenshots, and a small API client for setup that the UI itself is not testing.
 
-import { mkdtempSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
@@ -22,24 +21,14 @@ export const CHROMIUM_ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
 ];
 
-/** A fresh profile per run (--user-data-dir), removed afterwards. */
-export async function launch() {
-  const profile = mkdtempSync(join(tmpdir(), 'agentix-console-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: env.chromium,
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1280, height: 800 },
-    locale: 'en-GB',
-    timezoneId: 'UTC',
-  });
-  return {
-    context,
-    async close() {
-      await context.close();
-      rmSync(profile, { recursive: true, force: true });
-    },
-  };
+/** One chromium for a whole run of scenarios: launching it is most of a short scenario's cost. */
+export async function launchBrowser() {
+  return chromium.launch({ executablePath: env.chromium, headless: true, args: CHROMIUM_ARGS });
+}
+
+/** A scenario's own context: cookies, storage and cache start empty, as in a fresh profile. */
+export async function newContext(browser) {
+  return browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB', timezoneId: 'UTC' });
 }
 
 /** An example workflow's JSON text from examples/. */

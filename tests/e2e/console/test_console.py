@@ -19,7 +19,7 @@ from shared.bus import Bus
 from shared.contract.base import utcnow
 from shared.contract.heartbeat import Heartbeat
 from tests.e2e.conftest import RunningSuite
-from tests.e2e.console.browser import CONSOLE_TESTS, needs_browser, run_scenario
+from tests.e2e.console.browser import CONSOLE_TESTS, Scenarios, needs_browser
 
 # Order matters only for screenshots and speed: `models` makes the scripted server the active
 # model through the UI; the run scenarios make sure of it themselves over the API. `chain` clears
@@ -40,8 +40,8 @@ def test_console_logic() -> None:
 
 @needs_browser
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_console_scenario(scenario: str, console_env: dict[str, str]) -> None:
-    run_scenario(scenario, console_env)
+def test_console_scenario(scenario: str, scenarios: Scenarios) -> None:
+    scenarios.run(scenario)
 
 
 @pytest.fixture
@@ -76,5 +76,5 @@ def ghost_instance(console_suite: RunningSuite, tmp_path: Path) -> Iterator[dict
 
 
 @needs_browser
-def test_console_marks_a_silent_instance_stale(console_env: dict[str, str], ghost_instance: dict[str, str]) -> None:
-    run_scenario("stale", {**console_env, **ghost_instance})
+def test_console_marks_a_silent_instance_stale(scenarios: Scenarios, ghost_instance: dict[str, str]) -> None:
+    scenarios.run("stale", ghost_instance)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.console.browser import needs_browser, run_scenario
+from tests.e2e.console.browser import Scenarios, needs_browser
 
 pytestmark = pytest.mark.e2e
 
 
 @needs_browser
 @pytest.mark.parametrize("scenario", ["chat", "chat_queue", "chat_stop", "chat_reload"])
-def test_console_chat(scenario: str, console_env: dict[str, str]) -> None:
-    run_scenario(scenario, console_env)
+def test_console_chat(scenario: str, scenarios: Scenarios) -> None:
+    scenarios.run(scenario)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.console.browser import needs_browser, run_scenario
+from tests.e2e.console.browser import Scenarios, needs_browser
 from tests.support.mcp_server import McpServerProcess
 
 pytestmark = pytest.mark.e2e
@@ -28,5 +28,5 @@ def mcp_server() -> Iterator[McpServerProcess]:
 
 
 @needs_browser
-def test_console_registers_an_mcp_server(console_env: dict[str, str], mcp_server: McpServerProcess) -> None:
-    run_scenario("mcp", {**console_env, "MCP_URL": mcp_server.url, "MCP_TOKEN": mcp_server.token or ""})
+def test_console_registers_an_mcp_server(scenarios: Scenarios, mcp_server: McpServerProcess) -> None:
+    scenarios.run("mcp", {"MCP_URL": mcp_server.url, "MCP_TOKEN": mcp_server.token or ""})
