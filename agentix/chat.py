@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from agentix.chat_input import PipeInput
 from agentix.chat_view import ChatView
 from agentix.run import problem_text, resolve_token
 from agentix.sse import follow
@@ -42,7 +43,9 @@ class Chat:
     headers: dict[str, str]
     view: ChatView = field(default_factory=ChatView)
     conversation: dict[str, Any] = field(default_factory=dict)
-    echo: bool = False  # input is not a terminal: repeat each line read, so the transcript reads as a chat
+    # Input is not a terminal: lines come through this reader (a Ctrl-C is never lost waiting for
+    # one), and each is repeated so the transcript reads as a chat.
+    pipe: PipeInput | None = None
     last_run_ended: str | None = None  # this chat's last run, once its `done` was seen
 
     def call(self, method: str, path: str, expect: int, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -54,9 +57,10 @@ class Chat:
     def read(self, prompt: str) -> str:
         """A line from the user (EOFError at the end of input)."""
         self.view.end_line()
-        text = input(prompt)
-        if self.echo:
-            print(text, flush=True)
+        if self.pipe is None:
+            return input(prompt).strip()
+        text = self.pipe.readline(prompt)
+        print(text, flush=True)
         return text.strip()
 
     # ------------------------------------------------------------------ conversations
@@ -226,8 +230,9 @@ def chat_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     headers = {"Authorization": f"Bearer {resolve_token(args.token, args.data_dir)}"}
     base = args.url.rstrip("/")
+    pipe = None if sys.stdin.isatty() else PipeInput()
     with httpx.Client(base_url=base, timeout=30) as client:
-        chat = Chat(client, headers, echo=not sys.stdin.isatty())
+        chat = Chat(client, headers, pipe=pipe)
         try:
             chat.start(args.conversation, args.mode, args.model)
             chat.view.line(HELP)
@@ -241,3 +246,6 @@ def chat_command(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             chat.view.line("")
             return 0
+        finally:
+            if pipe is not None:
+                pipe.close()
