@@ -26,7 +26,7 @@ from services.gateway.records import apply_events
 from services.gateway.tables import IdempotencyKey, Task, TaskNode, Workflow, aware, now
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event, last_event_n, read_events
-from shared.contract.events import StatusEvent, finish_task
+from shared.contract.events import AnyEvent, DoneEvent, StatusEvent, finish_task
 from shared.contract.task import RETRYABLE, TERMINAL, CancelMessage, TaskMessage, TaskOptions
 
 log = logging.getLogger("agentix.gateway.tasks")
@@ -144,11 +144,11 @@ async def current_task_view(db: Database, bus: Bus | None, user: Principal, task
     exec events are applied here first (applying is idempotent: the recorder's copies then change
     nothing), so status, output, usage and nodes agree."""
     view = await db.run(task_view, user, task_id)
-    if view["status"] in TERMINAL or bus is None or not bus.nc.is_connected:
+    if _recorded_in_full(view) or bus is None or not bus.nc.is_connected:
         return view
     try:
         latest = await last_event(bus, task_id, "status")
-        if latest is None or getattr(latest, "status", view["status"]) == view["status"]:
+        if not _ahead_of(latest, view):
             return view
         events = [e async for _, e in read_events(bus, task_id, channels=("status", "exec"), follow=False)]
     except Exception as exc:  # the bus is failing or an event is unreadable: the recorded view stands
@@ -169,6 +169,21 @@ async def current_task_view(db: Database, bus: Bus | None, user: Principal, task
         log.debug("catch-up of %s met a concurrent writer: %s", task_id, exc)
     # Re-read even when nothing changed here: then another writer has caught the row up already.
     return await db.run(task_view, user, task_id)
+
+
+def _recorded_in_full(view: dict[str, Any]) -> bool:
+    """Ended and its `done` applied: a terminal `status` event reaches the row before the `done`
+    that follows it with the output, and a reader must not see the task ended without it."""
+    return view["status"] in TERMINAL and view["output"] is not None
+
+
+def _ahead_of(latest: AnyEvent | None, view: dict[str, Any]) -> bool:
+    """The task's newest status-channel event says more than its row."""
+    if latest is None:
+        return False
+    if getattr(latest, "status", view["status"]) != view["status"]:
+        return True
+    return isinstance(latest, DoneEvent) and latest.output is not None and view["output"] is None
 
 
 def summary(task: Task) -> dict[str, Any]:

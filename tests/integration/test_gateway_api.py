@@ -13,6 +13,7 @@ import jwt
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
+from services.gateway.records import apply_events
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event_n
@@ -348,6 +349,22 @@ async def test_task_view_is_never_behind_its_stream(gw: EmbeddedGateway, alice: 
     assert {n["id"]: n["status"] for n in body["nodes"]}["ans"] == "done"
     listed = (await alice.get("/api/v1/tasks?status=done")).json()["items"]
     assert [t["id"] for t in listed] == [task_id]
+
+
+async def test_a_task_recorded_ended_but_not_yet_its_done_shows_the_output(
+        gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
+    """The recorder applied the terminal `status` event, not yet the `done` after it that carries
+    the output: the row already says `done`, and the view must not show it without its output."""
+    await gw.app.state.recorder.stop()
+    task_id = await submit(alice)
+    pub = EventPublisher(gw.app.state.bus, task_id)
+    recorded = [await pub.emit(StatusEvent(task_id=task_id, status="running")),
+                await pub.emit(StatusEvent(task_id=task_id, status="done"))]
+    await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "Hi"}))
+    await pub.flush()
+    await gw.app.state.db.run(apply_events, recorded)  # the recorder's batch ended here
+    body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
+    assert (body["status"], body["output"]) == ("done", {"out": "Hi"})
 
 
 async def test_concurrent_catch_ups_do_not_collide(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
