@@ -41,14 +41,21 @@ def test_lines_come_whole_however_the_bytes_arrive(pipe: tuple[PipeInput, int],
 
 
 def test_a_ctrl_c_while_waiting_for_a_line_interrupts_the_wait(pipe: tuple[PipeInput, int]) -> None:
-    reader, _ = pipe
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    reader, write_fd = pipe
+    # As `agentix chat` sets it (the test run may have left another handler, e.g. an event loop's).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    ctrl_c = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    # Should the interrupt not end the wait, a line does, and the test fails instead of hanging.
+    fallback = threading.Timer(30, os.write, (write_fd, b"no interrupt came\n"))
+    ctrl_c.start()
+    fallback.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             reader.readline("")
     finally:
-        timer.join()
+        fallback.cancel()
+        ctrl_c.join()
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_close_gives_the_wakeup_fd_back() -> None:
