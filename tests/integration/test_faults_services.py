@@ -226,9 +226,9 @@ async def test_a_client_resumes_on_another_gateway_after_its_gateway_is_killed(
         srv.stop_thread()
 
 
-# Long enough for a heartbeat to show the call in flight (the replica is killed then), quick
-# enough that the next call, made once the cut-off one has timed out, ends well inside the timeout.
+# Long enough for a heartbeat to show the call in flight (its replica is killed then).
 SLOW_CODE = {"code": "import time\ntime.sleep(6)\nprint('slept')", "timeout_s": 30}
+# The next call, made once the cut-off one has timed out: it ends well inside the tool timeout.
 QUICK_CODE = {"code": "print('ran')", "timeout_s": 30}
 
 
