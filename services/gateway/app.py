@@ -41,6 +41,7 @@ from services.gateway.problems import install_problem_handlers
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.recorder import Recorder
 from services.gateway.requeue import Requeuer
+from services.gateway.routing import add_routes
 from services.gateway.task_feeds import TaskFeeds
 from services.gateway.telemetry import setup_tracing
 from shared.bus.control import ControlPlane
@@ -51,7 +52,7 @@ from shared.settings import VERSION, GatewaySettings
 log = logging.getLogger("agentix.gateway")
 
 SERVICE = "gateway"
-CORE_ROUTERS = ("health", "auth", "users", "dsl", "tasks", "events", "workflows", "admin", "chat")
+CORE_ROUTERS = ("health", "auth", "users", "dsl", "tasks", "events", "workflows", "admin", "mcp_servers", "chat")
 # Written by other modules of the project; mounted when present.
 OPTIONAL_ROUTERS = ("kb", "memory", "reports")
 
@@ -111,7 +112,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 def _include_routers(app: FastAPI) -> None:
     for name in CORE_ROUTERS:
         module = importlib.import_module(f"services.gateway.routes.{name}")
-        app.include_router(module.router)
+        add_routes(app, module.router)
     for name in OPTIONAL_ROUTERS:
         try:
             module = importlib.import_module(f"services.gateway.routes.{name}")
@@ -119,7 +120,7 @@ def _include_routers(app: FastAPI) -> None:
             if exc.name != f"services.gateway.routes.{name}":
                 raise
             continue
-        app.include_router(module.router, prefix="/api/v1")
+        add_routes(app, module.router)
     try:  # the web console (static files at /console), when it is installed
         console = importlib.import_module("services.gateway.console")
     except ModuleNotFoundError as exc:

@@ -1,12 +1,14 @@
-"""FastAPI dependencies shared by every route (including routes written by other modules)."""
+"""FastAPI dependencies shared by every route (including routes written by other modules).
+
+Each is `async def`: they only read what the app and the middleware left on the request, and
+FastAPI runs a plain `def` dependency on a worker thread, a thread round trip per dependency per
+request (three on most routes: 0.6 ms of CPU per request, `docs/PERFORMANCE.md`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlmodel import Session
 
 from services.gateway.db import Database
 from services.gateway.principal import Principal
@@ -18,45 +20,36 @@ __all__ = [
     "AdminUser",
     "BusDep",
     "CurrentUser",
-    "DbSession",
     "MaybeBusDep",
     "Principal",
     "SettingsDep",
     "get_bus",
-    "get_db",
     "get_settings",
 ]
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_bus(request: Request) -> Bus:
+async def get_bus(request: Request) -> Bus:
     bus = getattr(request.app.state, "bus", None)
     if bus is None or not bus.nc.is_connected:
         raise ApiProblem(503, "Service Unavailable", "The message bus is not connected.")
     return bus
 
 
-def get_bus_if_any(request: Request) -> Bus | None:
+async def get_bus_if_any(request: Request) -> Bus | None:
     """The bus even while it is reconnecting (or None before start): for writes that keep their
     own record and publish later when NATS is back."""
     return getattr(request.app.state, "bus", None)
 
 
-def get_database(request: Request) -> Database:
+async def get_database(request: Request) -> Database:
     return request.app.state.db
 
 
-def get_db(request: Request) -> Iterator[Session]:
-    """A session per request, committed when the route returns without error."""
-    with get_database(request).session() as session:
-        yield session
-        session.commit()
-
-
-def current_user(request: Request) -> Principal:
+async def current_user(request: Request) -> Principal:
     # The auth middleware has verified the bearer token and stored the principal.
     principal = getattr(request.state, "principal", None)
     if principal is None:
@@ -66,7 +59,7 @@ def current_user(request: Request) -> Principal:
     return principal
 
 
-def admin_user(user: Annotated[Principal, Depends(current_user)]) -> Principal:
+async def admin_user(user: Annotated[Principal, Depends(current_user)]) -> Principal:
     if not user.is_admin:
         raise ApiProblem(403, "Forbidden", "This route is for administrators.")
     return user
@@ -78,4 +71,3 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 BusDep = Annotated[Bus, Depends(get_bus)]
 MaybeBusDep = Annotated[Bus | None, Depends(get_bus_if_any)]
 DatabaseDep = Annotated[Database, Depends(get_database)]
-DbSession = Annotated[Session, Depends(get_db)]

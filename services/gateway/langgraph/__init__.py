@@ -3,13 +3,12 @@
 
 from fastapi import FastAPI
 
-from services.gateway.langgraph.routes import router
-
-PREFIX = "/lg"
+from services.gateway.langgraph.routes import PREFIX, router
+from services.gateway.routing import add_routes
 
 
 def mount_langgraph(app: FastAPI) -> None:
-    app.include_router(router, prefix=PREFIX)
+    add_routes(app, router)
 
 
 __all__ = ["PREFIX", "mount_langgraph"]

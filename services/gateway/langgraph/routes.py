@@ -23,7 +23,8 @@ from services.gateway.sse import sse_response
 from services.gateway.sse_frames import batched
 from shared.bus import Bus
 
-router = APIRouter(tags=["langgraph"])
+PREFIX = "/lg"
+router = APIRouter(prefix=PREFIX, tags=["langgraph"])
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)]
 RESUMED_AFTER = 7  # a resumed run's stream: every frame up to its approval's, the opening excepted
 

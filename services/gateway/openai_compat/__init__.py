@@ -5,11 +5,12 @@ assistants of Agentix with the API's bearer token as its API key (see docs/API.m
 from fastapi import FastAPI
 
 from services.gateway.openai_compat.routes import router
+from services.gateway.routing import add_routes
 
 
 def mount_openai(app: FastAPI) -> None:
     """Serve the OpenAI-compatible routes at `/v1`."""
-    app.include_router(router)
+    add_routes(app, router)
 
 
 __all__ = ["mount_openai"]

@@ -16,7 +16,6 @@ from services.gateway.admin.status import status as status_view
 from services.gateway.audit import AuditFilter, GuardrailFilter, list_audit, list_guardrail_events
 from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep
 from services.gateway.pagination import Cursor, Limit, Page
-from services.gateway.routes import mcp_servers as mcp_servers_routes
 from services.gateway.stats import overview as overview_view
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
@@ -197,6 +196,3 @@ async def guardrail_events(
     where = GuardrailFilter(action=action, tier=tier, user_id=user_id, q=q)
     return await db.run(list_guardrail_events, limit, cursor, where)
 
-
-# ---- MCP servers (routes in their own module) ------------------------------------------------
-router.include_router(mcp_servers_routes.router)

@@ -28,7 +28,7 @@ from shared.bus.tools import ToolClient
 from shared.contract.ingest import INLINE_UPLOAD_MAX, TERMINAL_JOB
 from shared.contract.tools import ToolMeta
 
-router = APIRouter(prefix="/kb", tags=["knowledge base"])
+router = APIRouter(prefix="/api/v1/kb", tags=["knowledge base"])
 
 # Tool error code → HTTP status. Anything unknown is the tool service's fault: 502, never 500.
 STATUS_OF = {

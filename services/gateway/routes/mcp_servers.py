@@ -12,7 +12,7 @@ from services.gateway.admin.control_publisher import ControlPublisher
 from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep
 from services.gateway.pagination import Cursor, Limit, Page
 
-router = APIRouter(prefix="/mcp-servers")
+router = APIRouter(prefix="/api/v1/admin/mcp-servers", tags=["admin"])
 
 
 def _publisher(request: Request) -> ControlPublisher:

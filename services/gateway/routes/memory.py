@@ -14,7 +14,7 @@ from services.gateway.deps import BusDep, CurrentUser, Principal
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
 from services.gateway.routes.kb import call_go_tool
 
-router = APIRouter(prefix="/memory", tags=["memory"])
+router = APIRouter(prefix="/api/v1/memory", tags=["memory"])
 Key = Annotated[str, Path(min_length=1, max_length=200)]
 ForUser = Annotated[
     str | None,

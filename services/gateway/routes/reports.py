@@ -24,7 +24,7 @@ from services.gateway.problems import ApiProblem
 from services.gateway.routes.kb import call_go_tool
 from shared.bus import Bus
 
-router = APIRouter(prefix="/reports", tags=["reports"])
+router = APIRouter(prefix="/api/v1/reports", tags=["reports"])
 log = logging.getLogger("agentix.gateway.reports")
 FETCH_CHUNKS = 8  # object store chunks are 128 KiB: at most ~1 MiB in flight per download
 

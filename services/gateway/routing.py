@@ -1,0 +1,24 @@
+"""How a router's routes join the gateway: added to the app's own route table, never through
+`include_router`.
+
+FastAPI (0.16x) keeps an included router as a branch resolved at request time: the app's router
+asks each branch in turn, and each branch tries each of its routes with scope bookkeeping of its
+own, so a request for a route late in the table (`/api/v1/kb`, `/v1`, `/lg`) paid for walking
+every route before it, and a 404 for walking all of them. Routes in the app's own table are
+matched as Starlette matches them: one regular expression each. So every router here carries its
+full prefix, and nests no other router."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
+from starlette.routing import Route
+
+
+def add_routes(app: FastAPI, router: APIRouter) -> None:
+    """Append `router`'s routes to `app`'s table, in order."""
+    nested = [route for route in router.routes if not isinstance(route, APIRoute | Route)]
+    if nested:
+        raise TypeError(f"{router.prefix or '/'}: only plain routes join the gateway, not {nested!r}; "
+                        "give a nested router its full prefix and add it with add_routes")
+    app.router.routes.extend(router.routes)
