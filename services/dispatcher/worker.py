@@ -49,7 +49,7 @@ from services.dispatcher.standby import StandBy
 from shared.bus import Bus
 from shared.bus.delivery import Ack, Delivery, Nak, Term, Verdict
 from shared.bus.events import EventPublisher, last_event, last_event_n, read_events
-from shared.bus.tools import ToolClient
+from shared.bus.tools import ToolClient, ToolListing
 from shared.bus.tracing import consumer_span
 from shared.bus.workqueue import WorkQueue
 from shared.contract.base import utcnow
@@ -61,6 +61,8 @@ from shared.telemetry import span
 
 log = logging.getLogger("agentix.dispatcher.worker")
 TOOLS_TTL_S = 5.0
+# How long a task naming tools of a tool service that did not answer waits before its next try.
+TOOLS_BACK_WAIT_S = 2.0
 
 
 @dataclass
@@ -74,14 +76,21 @@ class CachedTools:
 
     def __init__(self, client: ToolClient) -> None:
         self.client = client
-        self._tools: list[ToolDescriptor] | None = None
+        self._listing: ToolListing | None = None
         self._at = 0.0
 
     async def list_tools(self) -> list[ToolDescriptor]:
-        if self._tools is None or time.monotonic() - self._at > TOOLS_TTL_S:
-            self._tools = await self.client.list_tools()
-            self._at = time.monotonic()
-        return self._tools
+        return (await self.listing()).tools
+
+    async def listing(self) -> ToolListing:
+        """The registry, cached only when every tool service answered: a listing without a
+        service (restarting, or slow) is asked again by the next task."""
+        if self._listing is None or time.monotonic() - self._at > TOOLS_TTL_S:
+            listing = await self.client.listing()
+            if listing.missing:
+                return listing
+            self._listing, self._at = listing, time.monotonic()
+        return self._listing
 
     async def call(self, tool: str, args: dict[str, Any], meta: ToolMeta | None, *,
                    timeout_s: float | None = None) -> ToolReply:
@@ -224,11 +233,21 @@ class Worker:
         streamed = already_streamed([e async for _, e in read_events(self.bus, task.task_id, follow=False)]
                                     ) if start_n else {}
         events = RedactingEvents(EventPublisher(self.bus, task.task_id, start_n=start_n), self.pool.redactor)
+        listing = await self.tools.listing()
         try:
-            tools = await self.tools.list_tools()
-            plan = compile_plan(task.dsl, tools)
+            plan = compile_plan(task.dsl, listing.tools)
         except CompileError as exc:
-            await finish_task(events, task.task_id, "failed", error=str(exc), code=exc.code)
+            if listing.missing and {p.code for p in exc.problems} == {"unknown_tool"}:
+                # Tools of a service that did not answer: back when it is (up to the task's
+                # deliveries), never failed for a restart's few seconds.
+                if not delivery.last:
+                    log.warning("task %s waits for tool services %s (%s)", task.task_id,
+                                ", ".join(listing.missing), exc)
+                    return Nak(delay=TOOLS_BACK_WAIT_S)
+            error = str(exc) + (f" (tool services that did not answer: {', '.join(listing.missing)})"
+                                if listing.missing else "")
+            log.info("task %s does not compile: %s", task.task_id, error)
+            await finish_task(events, task.task_id, "failed", error=error, code=exc.code)
             await self._ack_final(delivery, task.task_id, "failed")
             return None
         # A resumed, redelivered or retried task runs with the chain it started with.

@@ -237,6 +237,15 @@ async def serve_tools(bus: Bus, registry: ToolRegistry, concurrency: int | None 
     return server
 
 
+@dataclass(frozen=True)
+class ToolListing:
+    """Every tool the tool services listed, and the services that did not answer: a tool of
+    theirs is missing for now, not unknown (one of them may be restarting)."""
+
+    tools: list[ToolDescriptor]
+    missing: tuple[ToolService, ...] = ()
+
+
 class ToolClient:
     """Calls tools by name on whichever service registers them. A timeout or no responders is a
     tool error, never a hang."""
@@ -247,15 +256,20 @@ class ToolClient:
         self._where: dict[str, ToolService] = {}
 
     async def list_tools(self, timeout_s: float = 2.0) -> list[ToolDescriptor]:
+        return (await self.listing(timeout_s)).tools
+
+    async def listing(self, timeout_s: float = 2.0) -> ToolListing:
         found: list[ToolDescriptor] = []
+        missing: list[ToolService] = []
         for service in self.services:
             try:
                 msg = await self.bus.request_raw(self.bus.subjects.list_tools(service), b"", timeout=timeout_s)
                 found.extend(ToolList.model_validate_json(msg.data).tools)
             except (NoRespondersError, NatsTimeout, TimeoutError):
                 log.warning("tool service %s did not answer list_tools", service)
+                missing.append(service)
         self._where = {d.name: d.service for d in found}
-        return found
+        return ToolListing(found, tuple(missing))
 
     async def call(
         self, tool: str, args: dict[str, Any], meta: ToolMeta | None = None, *, timeout_s: float | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,48 @@ async def test_unknown_tool_fails_the_task_at_compile_time(setup: tuple[Settings
         events = await events_until(bus, "t-unknown")
     status = [e for e in events if e.type == "status"][-1]
     assert status.status == "failed" and status.code == "unknown_tool" and "no_such_tool" in status.error
+
+
+class _Said(logging.Handler):
+    """Sets `heard` once a record containing `text` is logged (the in-process dispatcher logs on
+    the test's loop, so the event is set there)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(logging.WARNING)
+        self.text, self.heard = text, asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.heard.set()
+
+
+async def test_a_task_naming_tools_of_a_service_that_is_down_waits_for_it(nats_server: NatsServer,
+                                                                          tmp_path: Path) -> None:
+    """A tool service that does not answer `list_tools` (restarting) leaves its tools missing,
+    not unknown: the task is tried again once it is back, instead of failing `unknown_tool`."""
+    settings = make_settings(nats_server.url, tmp_path / "data", task_ack_wait_s=3.0)
+    bus = await Bus.connect(settings, name="test")
+    await bus.declare()
+    calls: list[str] = []
+    dsl = doc([{"id": "in", "kind": "input"}, {"id": "x", "kind": "tool", "config": {"tool": "count"}}],
+              [("in", "x")])
+    go_tools = None  # neither tool service is serving yet
+    said = _Said("t-waits waits for tool services go, py")
+    worker_log = logging.getLogger("agentix.dispatcher.worker")
+    worker_log.addHandler(said)
+    try:
+        async with dispatcher(settings):
+            await submit(bus, "t-waits", dsl)
+            async with asyncio.timeout(TIMEOUT_S):  # the first try found no `count`, and did not fail
+                await said.heard.wait()
+            assert not [e async for _, e in read_events(bus, "t-waits", follow=False) if e.type == "status"]
+            go_tools = await serve_tools(bus, counting_tools(calls))
+            no_py_tools = await serve_tools(bus, ToolRegistry("py"))
+            events = await events_until(bus, "t-waits")
+            await no_py_tools.drain()
+    finally:
+        worker_log.removeHandler(said)
+        if go_tools is not None:
+            await go_tools.drain()
+        await bus.close()
+    assert events[-1].status == "done" and calls == ["x"]
