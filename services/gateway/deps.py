@@ -2,7 +2,7 @@
 
 Each is `async def`: they only read what the app and the middleware left on the request, and
 FastAPI runs a plain `def` dependency on a worker thread, a thread round trip per dependency per
-request (three on most routes: 0.6 ms of CPU per request, `docs/PERFORMANCE.md`)."""
+request (three on most routes: about 1 ms of CPU per request in-process, `docs/PERFORMANCE.md`)."""
 
 from __future__ import annotations
 

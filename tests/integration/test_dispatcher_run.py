@@ -1,6 +1,7 @@
 """The dispatcher on real NATS (in-process): a submitted task runs to `done` with events; an
 approval resumes through the resume subject after the dispatcher restarted; cancel of a parked
-task; an approval timer; a compile failure (`unknown_tool`)."""
+task; an approval timer; a compile failure (`unknown_tool`), and a task that waits for a tool
+service that is down instead of failing so."""
 
 from __future__ import annotations
 
