@@ -109,7 +109,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         st.db.close()
 
 
-def _include_routers(app: FastAPI) -> None:
+def _add_routers(app: FastAPI) -> None:
     for name in CORE_ROUTERS:
         module = importlib.import_module(f"services.gateway.routes.{name}")
         add_routes(app, module.router)
@@ -195,7 +195,7 @@ def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) 
     st.inflight = 0
     install_problem_handlers(app)
     install_openapi(app)
-    _include_routers(app)
+    _add_routers(app)
     mount_mcp(app)  # MCP at /mcp, over the same tools and token
     mount_langgraph(app)  # the LangGraph Agent Server API at /lg, over conversations
     mount_openai(app)  # OpenAI-compatible at /v1, over the conversation runtime and the same token
