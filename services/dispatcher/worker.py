@@ -83,13 +83,12 @@ class CachedTools:
         return (await self.listing()).tools
 
     async def listing(self) -> ToolListing:
-        """The registry, cached only when every tool service answered: a listing without a
-        service (restarting, or slow) is asked again by the next task."""
-        if self._listing is None or time.monotonic() - self._at > TOOLS_TTL_S:
-            listing = await self.client.listing()
-            if listing.missing:
-                return listing
-            self._listing, self._at = listing, time.monotonic()
+        """The registry, cached for a few seconds. A listing without a service (restarting, or
+        slow to answer) is kept for less than a waiting task's retry delay, so the retry asks
+        again, and tasks in between do not each wait out the silent service's timeout."""
+        ttl = TOOLS_BACK_WAIT_S / 2 if self._listing is not None and self._listing.missing else TOOLS_TTL_S
+        if self._listing is None or time.monotonic() - self._at > ttl:
+            self._listing, self._at = await self.client.listing(), time.monotonic()
         return self._listing
 
     async def call(self, tool: str, args: dict[str, Any], meta: ToolMeta | None, *,
@@ -237,15 +236,15 @@ class Worker:
         try:
             plan = compile_plan(task.dsl, listing.tools)
         except CompileError as exc:
-            if listing.missing and {p.code for p in exc.problems} == {"unknown_tool"}:
-                # Tools of a service that did not answer: back when it is (up to the task's
-                # deliveries), never failed for a restart's few seconds.
-                if not delivery.last:
-                    log.warning("task %s waits for tool services %s (%s)", task.task_id,
-                                ", ".join(listing.missing), exc)
-                    return Nak(delay=TOOLS_BACK_WAIT_S)
-            error = str(exc) + (f" (tool services that did not answer: {', '.join(listing.missing)})"
-                                if listing.missing else "")
+            # Unknown tools while a tool service did not answer are missing for now, not unknown:
+            # the task is tried again (up to its deliveries), never failed for a restart.
+            waiting = bool(listing.missing) and {p.code for p in exc.problems} == {"unknown_tool"}
+            if waiting and not delivery.last:
+                log.warning("task %s waits for tool services %s (%s)", task.task_id,
+                            ", ".join(listing.missing), exc)
+                return Nak(delay=TOOLS_BACK_WAIT_S)
+            missing = ", ".join(listing.missing)
+            error = f"{exc} (tool services that did not answer: {missing})" if waiting else str(exc)
             log.info("task %s does not compile: %s", task.task_id, error)
             await finish_task(events, task.task_id, "failed", error=error, code=exc.code)
             await self._ack_final(delivery, task.task_id, "failed")
