@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +48,7 @@ from services.dispatcher.standby import StandBy
 from shared.bus import Bus
 from shared.bus.delivery import Ack, Delivery, Nak, Term, Verdict
 from shared.bus.events import EventPublisher, last_event, last_event_n, read_events
-from shared.bus.tools import ToolClient, ToolListing
+from shared.bus.tools import CachedListing, ToolClient, ToolListing
 from shared.bus.tracing import consumer_span
 from shared.bus.workqueue import WorkQueue
 from shared.contract.base import utcnow
@@ -60,7 +59,6 @@ from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
 from shared.telemetry import span
 
 log = logging.getLogger("agentix.dispatcher.worker")
-TOOLS_TTL_S = 5.0
 # How long a task naming tools of a tool service that did not answer waits before its next try.
 TOOLS_BACK_WAIT_S = 2.0
 
@@ -76,20 +74,16 @@ class CachedTools:
 
     def __init__(self, client: ToolClient) -> None:
         self.client = client
-        self._listing: ToolListing | None = None
-        self._at = 0.0
+        # A listing without a service is kept for less than a waiting task's retry delay, so the
+        # retry asks again, and tasks in between do not each wait out the silent service's timeout.
+        self._listing = CachedListing(client, incomplete_ttl_s=TOOLS_BACK_WAIT_S / 2)
 
     async def list_tools(self) -> list[ToolDescriptor]:
         return (await self.listing()).tools
 
     async def listing(self) -> ToolListing:
-        """The registry, cached for a few seconds. A listing without a service (restarting, or
-        slow to answer) is kept for less than a waiting task's retry delay, so the retry asks
-        again, and tasks in between do not each wait out the silent service's timeout."""
-        ttl = TOOLS_BACK_WAIT_S / 2 if self._listing is not None and self._listing.missing else TOOLS_TTL_S
-        if self._listing is None or time.monotonic() - self._at > ttl:
-            self._listing, self._at = await self.client.listing(), time.monotonic()
-        return self._listing
+        """The registry, cached for a few seconds (`CachedListing`)."""
+        return await self._listing.get()
 
     async def call(self, tool: str, args: dict[str, Any], meta: ToolMeta | None, *,
                    timeout_s: float | None = None) -> ToolReply:

@@ -6,14 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_
+from sqlalchemy import Table, or_
 from sqlmodel import Session, col, select
 
 from services.gateway.audit_writer import RowWriter
 from services.gateway.db import Database
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
-from services.gateway.tables import AuditEntry, GuardrailEventRow, aware
+from services.gateway.tables import AuditEntry, GuardrailEventRow, aware, now
+
+AUDIT_LOG: Table = AuditEntry.__table__  # type: ignore[attr-defined]  # sqlmodel does not declare it
 
 
 def outcome_of(status: int) -> str:
@@ -32,11 +34,12 @@ def _insert(session: Session, row: AuditEntry | GuardrailEventRow) -> None:
 
 async def write_audit(writer: RowWriter, *, wait: bool = True, **fields: Any) -> None:
     """Returns once the row is committed (batched with the rows of concurrent requests), or at
-    once without `wait` (the row goes with the next batch)."""
+    once without `wait` (the row goes with the next batch). `fields` are `AuditEntry`'s columns."""
+    values = {"ts": now(), **fields}
     if wait:
-        await writer.write(AuditEntry(**fields))
+        await writer.write(AUDIT_LOG, values)
     else:
-        writer.write_later(AuditEntry(**fields))
+        writer.write_later(AUDIT_LOG, values)
 
 
 async def write_guardrail_event(db: Database, **fields: Any) -> None:

@@ -127,12 +127,13 @@ class EventPublisher:
 
 
 
-async def last_event(bus: Bus, task_id: str, channel: str) -> AnyEvent | None:
-    """The newest event stored on one of a task's channels, or None."""
+async def last_event(bus: Bus, task_id: str, channel: str | None) -> AnyEvent | None:
+    """The newest event stored on one of a task's channels (None: on any of them), or None."""
+    subject = bus.subjects.events(task_id, channel) if channel else bus.subjects.events_all(task_id)
     try:
         msg = await with_retries(
-            lambda: bus.js.get_last_msg(bus.names.events_stream, bus.subjects.events(task_id, channel)),
-            what=f"reading the last {channel} event of {task_id}",
+            lambda: bus.js.get_last_msg(bus.names.events_stream, subject),
+            what=f"reading the last {channel or 'event'} of {task_id}",
         )
     except NotFoundError:
         return None
@@ -140,13 +141,11 @@ async def last_event(bus: Bus, task_id: str, channel: str) -> AnyEvent | None:
 
 
 async def last_event_n(bus: Bus, task_id: str) -> int:
-    """The highest `n` stored for a task, so a new owner continues the numbering."""
-    best = 0
-    for channel in CHANNELS:
-        event = await last_event(bus, task_id, channel)
-        if event is not None:
-            best = max(best, event.n)
-    return best
+    """The highest `n` stored for a task, so a new owner continues the numbering: the `n` of its
+    last stored event, on whichever channel (a publisher stores a task's events in `n` order).
+    One request, not one per channel: every task start asks."""
+    event = await last_event(bus, task_id, None)
+    return event.n if event is not None else 0
 
 
 async def read_events(

@@ -246,6 +246,51 @@ class ToolListing:
     missing: tuple[ToolService, ...] = ()
 
 
+# How long a listing answers for: a new tool is seen within this, and a call pays no registry
+# round trip. A listing without a service (restarting, or slow to answer) answers for less, so
+# its tools are back soon after the service; a service that is down answers "no responders" at
+# once, so asking again often costs little.
+LISTING_TTL_S = 5.0
+INCOMPLETE_LISTING_TTL_S = 1.0
+
+
+class CachedListing:
+    """`ToolClient.listing()` kept for `ttl_s`, or for `incomplete_ttl_s` while a service is
+    missing from it; concurrent askers share one refresh. What the dispatcher's runs and the
+    gateway's MCP catalog list tools through."""
+
+    def __init__(self, client: ToolClient, ttl_s: float = LISTING_TTL_S,
+                 incomplete_ttl_s: float = INCOMPLETE_LISTING_TTL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.ttl_s = ttl_s
+        self.incomplete_ttl_s = incomplete_ttl_s
+        self.clock = clock
+        self.last: ToolListing | None = None  # the listing as it stands, without asking
+        self._at = 0.0
+        self._rounds = 0  # listings asked for so far
+        self._lock = asyncio.Lock()
+
+    def _fresh(self) -> bool:
+        if self.last is None:
+            return False
+        ttl = self.incomplete_ttl_s if self.last.missing else self.ttl_s
+        return self.clock() - self._at <= ttl
+
+    async def get(self, *, refresh: bool = False) -> ToolListing:
+        """The listing, asked for again when `refresh` or when it has expired."""
+        if not refresh and self._fresh():
+            assert self.last is not None
+            return self.last  # the common case: no lock, no await
+        rounds = self._rounds
+        async with self._lock:
+            if self._rounds == rounds or not self._fresh():  # nobody asked while this waited
+                self.last, self._at = await self.client.listing(), self.clock()
+                self._rounds += 1
+            assert self.last is not None
+            return self.last
+
+
 class ToolClient:
     """Calls tools by name on whichever service registers them. A timeout or no responders is a
     tool error, never a hang."""

@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
-from services.gateway.audit import write_audit
+from services.gateway.audit import AUDIT_LOG, write_audit
 from services.gateway.audit_writer import RowWriter
 from services.gateway.db import Database
 from services.gateway.migrate import upgrade_engine
-from services.gateway.tables import AuditEntry, GuardrailEventRow
+from services.gateway.tables import AuditEntry, GuardrailEventRow, now
 
 
 class CountingDatabase(Database):
@@ -95,8 +95,9 @@ async def test_a_bad_row_fails_alone(db: CountingDatabase) -> None:
 
 async def test_rows_of_both_tables_go_in_one_batch(db: CountingDatabase) -> None:
     writer = RowWriter(db)
-    event = GuardrailEventRow(user_id="bob", action="flag", rule="prompt_probe", reason="matched prompt_probe")
-    await asyncio.gather(writer.write(AuditEntry(**audit_fields(0))), writer.write(event))
+    event = {"ts": now(), "user_id": "bob", "action": "flag", "rule": "prompt_probe", "reason": "matched prompt_probe"}
+    await asyncio.gather(writer.write(AUDIT_LOG, {"ts": now(), **audit_fields(0)}),
+                         writer.write(GuardrailEventRow.__table__, event))  # type: ignore[attr-defined]
     assert db.transactions == 1
     with db.session() as s:
         assert [e.rule for e in s.exec(select(GuardrailEventRow))] == ["prompt_probe"]
@@ -114,7 +115,7 @@ async def test_a_row_written_later_goes_with_the_next_batch_and_is_flushed_on_cl
 async def test_a_row_written_later_that_fails_is_logged_and_costs_no_other_row(
         db: CountingDatabase, caplog: pytest.LogCaptureFixture) -> None:
     writer = RowWriter(db)
-    writer.write_later(AuditEntry(**audit_fields(0, method=None)))  # NOT NULL: the database refuses it
+    writer.write_later(AUDIT_LOG, {"ts": now(), **audit_fields(0, method=None)})  # NOT NULL: the database refuses it
     await write_audit(writer, **audit_fields(1))
     await writer.close()
     assert [r.request_id for r in committed(db)] == ["r1"]

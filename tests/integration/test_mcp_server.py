@@ -272,7 +272,7 @@ async def test_a_tool_service_that_starts_later_is_listed_without_a_gateway_chan
                 assert "kb_search" in names and "doc_parse" not in names
                 py = await InProcess(cfg, go=False).start()
                 await Tools(bus).ready(services=("go", "py"))
-                # The listing is cached for at most TOOLS_TTL_S; a call naming the new tool refreshes it.
+                # A call naming a tool the cached listing lacks asks the services again at once.
                 parsed = payload(await alice.call_tool("doc_parse", {"text": "# Title\n\nbody", "filename": "a.md"}))
                 assert parsed["title"] == "Title"
                 assert "doc_parse" in by_name(await alice.list_tools())

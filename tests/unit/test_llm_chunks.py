@@ -3,6 +3,7 @@ malformed payloads (the real server's streams are covered by the integration tes
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator
 
@@ -12,18 +13,36 @@ from services.dispatcher.llm.chunks import chat_chunks, reasoning_of, sse_data, 
 from services.dispatcher.llm.errors import AttemptError
 
 
-async def lines_of(text: str) -> AsyncIterator[str]:
-    for line in text.split("\n"):
-        yield line
+async def body_of(text: str, *reads: int) -> AsyncIterator[bytes]:
+    """The text's UTF-8 bytes as a response body arrives: cut at the given byte offsets, else
+    one read per line (as a model server streams its events)."""
+    raw = text.encode()
+    if reads:
+        cuts = [0, *reads, len(raw)]
+        for start, end in itertools.pairwise(cuts):
+            yield raw[start:end]
+    else:
+        for line in raw.splitlines(keepends=True):
+            yield line
 
 
 async def collect(text: str) -> list[dict]:
-    return [chunk async for chunk in chat_chunks(lines_of(text), "m")]
+    return [chunk async for chunk in chat_chunks(body_of(text), "m")]
 
 
 async def test_events_are_split_on_blank_lines_and_multi_line_data_is_joined() -> None:
     text = ": a comment\nevent: message\nid: 7\ndata: one\ndata:two\n\nretry: 10\ndata: three\n\n\ndata: last"
-    assert [d async for d in sse_data(lines_of(text))] == ["one\ntwo", "three", "last"]
+    assert [d async for d in sse_data(body_of(text))] == ["one\ntwo", "three", "last"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+async def test_every_sse_line_ending_and_any_cut_between_reads_give_the_same_events(newline: str) -> None:
+    text = newline.join(["data: {\"a\": \"é→😀\"}", "", ": note", "data:x", "data: y", "", ""])
+    whole = [d async for d in sse_data(body_of(text, len(text.encode())))]
+    assert whole == ['{"a": "é→😀"}', "x\ny"]
+    for cut in range(1, len(text.encode())):  # a line, a CRLF or a UTF-8 character split in two
+        assert [d async for d in sse_data(body_of(text, cut))] == whole, cut
+    assert [d async for d in sse_data(body_of(text, *range(1, len(text.encode()))))] == whole
 
 
 async def test_chunks_stop_at_done_and_keep_every_field() -> None:
@@ -54,12 +73,12 @@ async def test_a_payload_that_is_not_a_json_object_is_refused() -> None:
 
 
 async def test_what_follows_done_is_read_so_the_connection_can_be_reused() -> None:
-    read: list[str] = []
+    read: list[bytes] = []
 
-    async def lines() -> AsyncIterator[str]:
-        for line in ["data: {}", "", "data: [DONE]", "", "", "trailing"]:
-            read.append(line)
-            yield line
+    async def body() -> AsyncIterator[bytes]:
+        for part in [b"data: {}\n\n", b"data: [DONE]\n\n", b"\n", b"trailing"]:
+            read.append(part)
+            yield part
 
-    assert [chunk async for chunk in chat_chunks(lines(), "m")] == [{}]
-    assert read[-1] == "trailing"
+    assert [chunk async for chunk in chat_chunks(body(), "m")] == [{}]
+    assert read[-1] == b"trailing"

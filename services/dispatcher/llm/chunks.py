@@ -23,30 +23,53 @@ DRAIN_S = 0.1
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek, vLLM, OpenRouter extras
 
 
-async def sse_data(lines: AsyncIterable[str]) -> AsyncIterator[str]:
-    """The `data` of each event of an SSE stream (several `data:` lines joined by newlines, as
-    the SSE spec says); comments, `event:`, `id:` and `retry:` fields are skipped."""
+async def sse_data(body: AsyncIterable[bytes]) -> AsyncIterator[str]:
+    """The `data` of each event of an SSE stream, read from the response body's bytes (several
+    `data:` lines joined by newlines, as the SSE spec says); comments, `event:`, `id:` and
+    `retry:` fields are skipped. Lines end with LF, CRLF or CR; SSE is UTF-8.
+
+    Read from the bytes, not from httpx's `aiter_lines`: its text and line decoders are two more
+    async generators per network read, and a streamed completion is one read per token."""
+    pending = b""  # the start of a line whose end has not arrived
+    skip_lf = False  # the last read ended with CR: a LF opening this one completes a CRLF
     data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
+    async for chunk in body:
+        if not chunk:
             continue
-        if line.startswith("data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(" ") else value)
+        if skip_lf and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        skip_lf = False
+        if pending:
+            chunk = pending + chunk
+        if b"\r" in chunk:
+            skip_lf = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, pending = chunk.split(b"\n")
+        for line in lines:
+            if not line:
+                if data:
+                    yield "\n".join(data)
+                    data = []
+            elif line.startswith(b"data:"):
+                data.append(_value(line))
+    if pending.startswith(b"data:"):  # the stream ended inside a line
+        data.append(_value(pending))
     if data:  # the stream ended without the blank line that closes its last event
         yield "\n".join(data)
 
 
-async def chat_chunks(lines: AsyncIterable[str], model: str) -> AsyncIterator[dict[str, Any]]:
+def _value(line: bytes) -> str:
+    """A `data:` line's value (one leading space is not part of it)."""
+    return (line[6:] if line.startswith(b"data: ") else line[5:]).decode()
+
+
+async def chat_chunks(body: AsyncIterable[bytes], model: str) -> AsyncIterator[dict[str, Any]]:
     """Each chunk of a streamed chat completion, until `[DONE]` or the end of the stream.
     Raises `json.JSONDecodeError` for a payload that is not JSON and `AttemptError`
     (`stream_broken`) for an error event or a chunk that is not an object."""
-    async for data in sse_data(lines):
+    async for data in sse_data(body):
         if data.startswith(DONE):
-            await drain(lines)
+            await drain(body)
             return
         chunk = json.loads(data)
         if not isinstance(chunk, dict):
@@ -60,13 +83,13 @@ async def chat_chunks(lines: AsyncIterable[str], model: str) -> AsyncIterator[di
         yield chunk
 
 
-async def drain(lines: AsyncIterable[str]) -> None:
+async def drain(body: AsyncIterable[bytes]) -> None:
     """Read what follows `[DONE]` (the chunked body's end): a response read to its end leaves its
     connection in the pool for the next call; one closed early costs a new TCP connection per
     call. Bounded, so a server that keeps the stream open after `[DONE]` cannot hold us."""
     with contextlib.suppress(Exception):  # the answer is complete: how the rest goes is no error
         async with asyncio.timeout(DRAIN_S):
-            async for _ in lines:
+            async for _ in body:
                 pass
 
 

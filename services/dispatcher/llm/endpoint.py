@@ -129,7 +129,7 @@ class OpenAIEndpoint:
         except MODEL_EXCEPTIONS as exc:
             raise classify(exc, self.config.name, self.timeout_s) from exc
         try:
-            return await self._consume(response.aiter_lines(), sink)
+            return await self._consume(response.aiter_bytes(), sink)
         finally:
             await response.aclose()
 
@@ -145,13 +145,13 @@ class OpenAIEndpoint:
         usage = (response.usage.prompt_tokens, response.usage.completion_tokens) if response.usage else None
         return Generation(msg.content or "", _reasoning(msg) or "", calls, usage, choice.finish_reason)
 
-    async def _consume(self, lines: AsyncIterator[str], sink: RawSink | None) -> Generation:
+    async def _consume(self, body: AsyncIterator[bytes], sink: RawSink | None) -> Generation:
         text: list[str] = []
         thinking: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
         usage: tuple[int, int] | None = None
         finish: str | None = None
-        chunks = chat_chunks(lines, self.config.name)
+        chunks = chat_chunks(body, self.config.name)
         while True:
             try:
                 chunk = await anext(chunks)

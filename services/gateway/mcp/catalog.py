@@ -4,22 +4,16 @@ ones this caller may not run without an approval step, each without its injected
 
 from __future__ import annotations
 
-import asyncio
-import math
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 
 from services.gateway.principal import Principal
-from shared.bus.tools import ToolClient
+from shared.bus.tools import CachedListing, ToolClient, ToolListing
 from shared.contract.tools import ToolDescriptor
 from shared.settings import GatewaySettings
 
-# How long one `list_tools` round answers for: a new tool is listed within this, and a call does
-# not pay a registry round trip (as the dispatcher caches it).
-TOOLS_TTL_S = 5.0
 EVERYONE = "*"
 ADMINS = "admins"
 
@@ -51,32 +45,32 @@ class Registry:
     """One `list_tools` round: the descriptors by name, and their MCP form, built once per round
     rather than per `tools/list` (the public schema is a deep copy of each tool's schema)."""
 
-    def __init__(self, found: list[ToolDescriptor]) -> None:
-        agent = sorted((t for t in found if t.agent), key=lambda t: t.name)
+    def __init__(self, listing: ToolListing | None) -> None:
+        self.listing = listing
+        agent = sorted((t for t in listing.tools if t.agent), key=lambda t: t.name) if listing else []
         self.tools = {t.name: t for t in agent}
         self.listed = {t.name: mcp_tool(t) for t in agent}
 
 
 class ToolCatalog:
-    """The agent-visible tools by name, refreshed from the tool services at most every `ttl_s`
-    (and at once when a caller names a tool not seen yet)."""
+    """The agent-visible tools by name, as the tool services listed them (`CachedListing`: a new
+    tool within seconds, a restarted service's tools within a second), and at once when a caller
+    names a tool not seen yet."""
 
-    def __init__(self, client: ToolClient, ttl_s: float = TOOLS_TTL_S) -> None:
-        self.client = client
-        self.ttl_s = ttl_s
-        self._registry = Registry([])
-        self._at = -math.inf
-        self._lock = asyncio.Lock()
+    def __init__(self, client: ToolClient) -> None:
+        self.tools = CachedListing(client)
+        self._registry = Registry(None)
+
+    @property
+    def client(self) -> ToolClient:
+        return self.tools.client
 
     async def current(self, *, refresh: bool = False) -> Registry:
-        """The registry, fetched again when `refresh` or older than the TTL."""
-        if not refresh and time.monotonic() - self._at <= self.ttl_s:
-            return self._registry  # the common case: no lock, no await
-        async with self._lock:
-            if refresh or time.monotonic() - self._at > self.ttl_s:
-                self._registry = Registry(await self.client.list_tools())
-                self._at = time.monotonic()
-            return self._registry
+        """The registry of the listing as it stands (asked for again when `refresh` or expired)."""
+        listing = await self.tools.get(refresh=refresh)
+        if listing is not self._registry.listing:  # built once per listing, not per request
+            self._registry = Registry(listing)
+        return self._registry
 
     async def listing(self, settings: GatewaySettings, principal: Principal) -> list[types.Tool]:
         """What `tools/list` answers this caller, by name."""
