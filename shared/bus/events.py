@@ -133,7 +133,7 @@ async def last_event(bus: Bus, task_id: str, channel: str | None) -> AnyEvent | 
     try:
         msg = await with_retries(
             lambda: bus.js.get_last_msg(bus.names.events_stream, subject),
-            what=f"reading the last {channel or 'event'} of {task_id}",
+            what=f"reading the last {f'{channel} ' if channel else ''}event of {task_id}",
         )
     except NotFoundError:
         return None

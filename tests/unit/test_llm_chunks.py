@@ -82,3 +82,10 @@ async def test_what_follows_done_is_read_so_the_connection_can_be_reused() -> No
 
     assert [chunk async for chunk in chat_chunks(body(), "m")] == [{}]
     assert read[-1] == b"trailing"
+
+
+async def test_bytes_that_are_not_utf8_become_replacement_characters_not_a_crash() -> None:
+    async def body() -> AsyncIterator[bytes]:
+        yield b'data: {"a": "x\xffy"}\n\n'
+
+    assert [chunk async for chunk in chat_chunks(body(), "m")] == [{"a": "x\ufffdy"}]

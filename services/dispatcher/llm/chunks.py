@@ -59,8 +59,9 @@ async def sse_data(body: AsyncIterable[bytes]) -> AsyncIterator[str]:
 
 
 def _value(line: bytes) -> str:
-    """A `data:` line's value (one leading space is not part of it)."""
-    return (line[6:] if line.startswith(b"data: ") else line[5:]).decode()
+    """A `data:` line's value (one leading space is not part of it). Bytes that are not UTF-8
+    become U+FFFD, as a text decoder would make them: the JSON parse says what is wrong."""
+    return (line[6:] if line.startswith(b"data: ") else line[5:]).decode(errors="replace")
 
 
 async def chat_chunks(body: AsyncIterable[bytes], model: str) -> AsyncIterator[dict[str, Any]]:
