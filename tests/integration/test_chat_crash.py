@@ -99,14 +99,26 @@ async def follow(client: httpx.AsyncClient, run_id: str, seen: list[Frame]) -> N
             seen.append(frame)
 
 
-async def streaming_after(seen: list[Frame], marker: str | None) -> None:
+async def streaming_after(seen: list[Frame], marker: str | None, reader: asyncio.Task[None],
+                          srv: oai.OpenAIServer, logs: Path) -> None:
     """Until the live reader has a token of the model turn after the last `marker` event (or
-    any token): the dispatcher is mid-answer, held there by the model's gate."""
+    any token): the dispatcher is mid-answer, held there by the model's gate. A reader that
+    ended raises its failure at once; a wait that runs out says what was seen, what the model
+    was asked and what the dispatchers logged."""
     async def holds() -> bool:
+        if reader.done():
+            reader.result()  # the reader's failure, if it failed
+            raise AssertionError(f"the reader ended before the answer streamed: {digest(seen)}")
         marks = [i for i, f in enumerate(seen) if f.event == marker] if marker else [-1]
         return bool(marks) and any(f.event == "token" for f in seen[marks[-1] + 1:])
 
-    await eventually(holds, attempts=int(WAIT_S / 0.05), every_s=0.05)
+    try:
+        await eventually(holds, attempts=int(WAIT_S / 0.05), every_s=0.05)
+    except AssertionError as exc:
+        asked = [r["body"]["messages"][-1] for r in srv.requests()]
+        logged = await asyncio.to_thread(lambda: "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(logs.glob("dispatcher*.log"))))
+        raise AssertionError(f"{exc}; seen {digest(seen)}; the model was asked {asked}\n{logged}") from exc
 
 
 def digest(seen: list[Frame]) -> list[tuple[int | None, Any, str, Any]]:
@@ -146,7 +158,8 @@ async def test_react_run_sigkilled_mid_answer_is_finished_without_repeating_the_
         run_id = (await say(alice, conversation, "What is the weather in Oslo?"))["run"]["id"]
         seen: list[Frame] = []
         reader = asyncio.create_task(follow(alice, run_id, seen))
-        await streaming_after(seen, "tool.result")  # the tool ran; the answer after it is streaming
+        # The tool ran; the answer after it is streaming.
+        await streaming_after(seen, "tool.result", reader, srv, tmp_path)
 
         await faults.kill_the_owner(beats, procs)
         await reader
@@ -176,7 +189,7 @@ async def test_direct_run_sigkilled_mid_answer_is_finished_without_repeating_a_t
         run_id = (await say(alice, conversation, "Weather in Oslo?"))["run"]["id"]
         seen: list[Frame] = []
         reader = asyncio.create_task(follow(alice, run_id, seen))
-        await streaming_after(seen, None)
+        await streaming_after(seen, None, reader, srv, tmp_path)
         shown_before = "".join(f.data["text"] for f in seen if f.event == "token")
 
         await faults.kill_the_owner(beats, procs)
