@@ -1,12 +1,13 @@
 """A test-run guard: no test reaches a real model endpoint (or any other remote HTTP host).
 
-Every HTTP request goes through a transport of `httpx`, or of `httpx2` (the fork the `openai`
-client is built on). The guard wraps both libraries' transports once per run: a request to a
-host that is not loopback (127.0.0.0/8, ::1, `localhost`) is refused before anything leaves the
-machine, with that library's connection error, which is how the code under test sees an
-unreachable endpoint. Since that code may catch the error (a model pool fails over, a reranker
-keeps the fused order), the attempt is also recorded, and the test during which it happened
-fails at teardown. In-process transports (ASGI, mock) are not touched.
+Every HTTP request goes through a transport of `httpx`, of `httpx2` (the fork the `openai`
+client is built on), or through an `aiohttp` session (the dispatcher's model client). The guard
+wraps the three once per run: a request to a host that is not loopback (127.0.0.0/8, ::1,
+`localhost`) is refused before anything leaves the machine, with that library's connection
+error, which is how the code under test sees an unreachable endpoint. Since that code may catch
+the error (a model pool fails over, a reranker keeps the fused order), the attempt is also
+recorded, and the test during which it happened fails at teardown. In-process transports (ASGI,
+mock) are not touched.
 
 Registered as a plugin by `tests/conftest.py`; cost per request is one host check."""
 
@@ -66,6 +67,29 @@ def _guard(library: ModuleType) -> None:
     library.AsyncHTTPTransport.handle_async_request = handle_async_request
 
 
+def _guard_aiohttp() -> None:
+    """Wrap `aiohttp.ClientSession._request`, where every request of a session starts (the
+    connector's connection is made further in), unless already wrapped."""
+    import aiohttp
+    import yarl
+
+    request = aiohttp.ClientSession._request
+    if getattr(request, _GUARDED, False):
+        return
+    refused = type("RemoteHostRefused", (RemoteHostRefused, aiohttp.ClientConnectionError), {})
+
+    async def guarded(self: Any, method: str, str_or_url: Any, *args: Any, **kwargs: Any) -> Any:
+        url = yarl.URL(str(str_or_url))
+        if not is_loopback(url.host or ""):
+            where = str(url.with_query(None))  # the query may hold a key: not repeated
+            _reached.append(where)
+            raise refused(f"tests may not reach {where}: only loopback hosts are allowed")
+        return await request(self, method, str_or_url, *args, **kwargs)
+
+    setattr(guarded, _GUARDED, True)
+    aiohttp.ClientSession._request = guarded  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Guard every installed HTTP library (idempotent: an in-process inner run configures again)."""
     for name in HTTP_LIBRARIES:
@@ -74,6 +98,7 @@ def install() -> None:
         except ImportError:  # httpx2 comes with newer openai releases only
             continue
         _guard(library)
+    _guard_aiohttp()
 
 
 def take_reached() -> list[str]:

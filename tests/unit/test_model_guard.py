@@ -9,6 +9,10 @@ import httpx
 import openai
 import pytest
 
+from services.dispatcher.llm.api import LLMRequest
+from services.dispatcher.llm.endpoint import OpenAIEndpoint
+from services.dispatcher.llm.errors import AttemptError
+from shared.contract.models import ModelConfig
 from tests.support.model_guard import RemoteHostRefused, is_loopback, take_reached
 
 pytest_plugins = ("pytester",)
@@ -43,6 +47,15 @@ async def test_the_openai_client_toward_a_remote_host_is_refused_and_recorded() 
     await client.close()
 
 
+async def test_the_dispatchers_model_client_toward_a_remote_host_is_refused_and_recorded() -> None:
+    endpoint = OpenAIEndpoint(ModelConfig(id="r", name="remote", base_url=REMOTE, model="m"), "k")
+    with pytest.raises(AttemptError) as caught:
+        await endpoint.generate(LLMRequest(messages=[{"role": "user", "content": "hi"}]), None)
+    assert caught.value.code == "unavailable" and isinstance(caught.value.__cause__, RemoteHostRefused)
+    assert take_reached() == [f"{REMOTE}/chat/completions"]
+    await endpoint.aclose()
+
+
 def test_sync_httpx_toward_a_remote_host_is_refused_and_recorded() -> None:
     with pytest.raises(httpx.ConnectError) as caught:
         httpx.get("https://api.openai.com/v1/models?key=secret")
@@ -63,6 +76,13 @@ async def test_loopback_goes_through_to_the_network(host: str) -> None:
         await model_client.models.list()
     assert refused.value.__cause__ is not None and not isinstance(refused.value.__cause__, RemoteHostRefused)
     await model_client.close()
+    endpoint = OpenAIEndpoint(ModelConfig(id="l", name="local", base_url=f"http://{host}:{closed_loopback_port()}/v1",
+                                          model="m"), None)
+    with pytest.raises(AttemptError) as unreachable:
+        await endpoint.generate(LLMRequest(messages=[{"role": "user", "content": "hi"}]), None)
+    assert unreachable.value.code == "unavailable" and "is unreachable" in unreachable.value.message
+    assert not isinstance(unreachable.value.__cause__, RemoteHostRefused)
+    await endpoint.aclose()
     assert take_reached() == []
 
 

@@ -4,9 +4,8 @@ line by line, each `data:` payload parsed with `json.loads`.
 Why not the `openai` client's `AsyncStream`: it builds a pydantic model per chunk through the
 SDK's lenient `construct` (type introspection for every field of every chunk). In a profile of
 the dispatcher running agents that was a quarter of its CPU, more than everything else it does
-per token together; a dict per chunk carries the same fields. The request is still sent, and a
-refused one still raised, by the `openai` client (its passthrough `post`, in `endpoint`), so
-status errors, auth and timeouts keep the SDK's semantics."""
+per token together; a dict per chunk carries the same fields. The request is sent, and a refused
+one raised, by `endpoint`."""
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ async def sse_data(body: AsyncIterable[bytes]) -> AsyncIterator[str]:
     `data:` lines joined by newlines, as the SSE spec says); comments, `event:`, `id:` and
     `retry:` fields are skipped. Lines end with LF, CRLF or CR; SSE is UTF-8.
 
-    Read from the bytes, not from httpx's `aiter_lines`: its text and line decoders are two more
+    Read from the bytes as they arrive, not line by line through a text decoder: that is more
     async generators per network read, and a streamed completion is one read per token."""
     pending = b""  # the start of a line whose end has not arrived
     skip_lf = False  # the last read ended with CR: a LF opening this one completes a CRLF

@@ -1,5 +1,5 @@
-"""One model endpoint, one attempt: the `openai` async client against any OpenAI-compatible
-`base_url`, or the offline model. Retries, failover, budgets and redaction live in
+"""One model endpoint, one attempt: the chat-completions protocol against any OpenAI-compatible
+`base_url` (over aiohttp), or the offline model. Retries, failover, budgets and redaction live in
 `failover.py`; this module only speaks the protocol and raises `AttemptError`s."""
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-import httpx2
-import openai
+import aiohttp
 
 from services.dispatcher.llm.api import LLMRequest, ToolCallRequest
 from services.dispatcher.llm.chunks import chat_chunks, reasoning_of, usage_of
-from services.dispatcher.llm.errors import MODEL_EXCEPTIONS, AttemptError, classify
+from services.dispatcher.llm.errors import MODEL_EXCEPTIONS, AttemptError, error_body, status_error, transport_error
 from services.dispatcher.llm.offline import offline_answer, stream_pieces
 from services.dispatcher.llm.offline_tools import tool_call as offline_tool_call
 from shared.contract.models import ModelConfig
@@ -73,77 +72,106 @@ def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCall
     return ToolCallRequest(call_id or f"call_{index}", name, args)
 
 
-def _reasoning(obj: Any) -> str | None:
-    # Not fields of the openai types: DeepSeek/vLLM/OpenRouter extras land in `model_extra`.
-    return reasoning_of(obj.model_extra) if obj.model_extra else None
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON object of the answer, or {} where the server sent something else."""
+    return value if isinstance(value, dict) else {}
+
+
+# Where a model config without a `base_url` is sent (the OpenAI API, as the `openai` client does).
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+USER_AGENT = "agentix-dispatcher"
 
 
 class OpenAIEndpoint:
+    """The chat-completions protocol over one aiohttp session per endpoint (its connections are
+    kept alive for the next call).
+
+    Why aiohttp and not the `openai` client: under load the SDK's request layer and its HTTP
+    stack (httpx2, httpcore2, h11 over anyio: a chain of async generators per network read, and a
+    streamed answer is one read per token) were over half of the dispatcher's CPU; aiohttp parses
+    HTTP in C and hands the body over in one layer. The protocol itself is small: a JSON POST,
+    a JSON answer or an SSE stream (`chunks`), and errors as HTTP statuses with an OpenAI error
+    body (`errors.status_error`)."""
+
     def __init__(self, cfg: ModelConfig, api_key: str | None) -> None:
         self.config = cfg
         timeout = cfg.params.timeout_s
         self.timeout_s = timeout
-        self.client = openai.AsyncOpenAI(
-            base_url=cfg.base_url,
-            # Local servers (vLLM, Ollama) need no key, but the client insists on one.
-            api_key=api_key or "no-key",
-            max_retries=0,  # retries are ours: they must honour breakers and failover
-            timeout=openai.Timeout(timeout, connect=min(10.0, timeout)),
-        )
+        self.url = (cfg.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self.headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
+        if api_key:  # local servers (vLLM, Ollama) need none
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        # `timeout_s` bounds the wait for the answer to start and every gap in a stream, not the
+        # whole answer (a long answer that keeps streaming is not a timeout).
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(10.0, timeout), sock_read=timeout)
+        self._session: aiohttp.ClientSession | None = None
 
     def params(self, request: LLMRequest) -> dict[str, Any]:
         return merged_params(self.config, request)
 
     async def aclose(self) -> None:
-        await self.client.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
-    def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
+    def _http(self) -> aiohttp.ClientSession:
+        # Made on first use: a session belongs to the event loop it was made on.
+        if self._session is None or self._session.closed:
+            # trust_env: HTTP(S)_PROXY and NO_PROXY apply, as they did with the openai client.
+            self._session = aiohttp.ClientSession(timeout=self._timeout, trust_env=True)
+        return self._session
+
+    def _body(self, request: LLMRequest) -> dict[str, Any]:
         params = self.params(request)
         extra = params.pop("extra", None)
-        kwargs: dict[str, Any] = {"model": self.config.model, "messages": request.messages, **params}
+        body: dict[str, Any] = {"model": self.config.model, "messages": request.messages, **params}
         if request.tools:
-            kwargs["tools"] = request.tools
+            body["tools"] = request.tools
         if request.json_output:
-            kwargs["response_format"] = {"type": "json_object"}
-        if extra:
-            kwargs["extra_body"] = extra
+            body["response_format"] = {"type": "json_object"}
         if request.stream:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
-        return kwargs
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if extra:  # provider-specific fields go into the body as they are
+            body.update(extra)
+        return body
 
     async def generate(self, request: LLMRequest, sink: RawSink | None) -> Generation:
-        kwargs = self._kwargs(request)
-        if not request.stream:
-            try:
-                response = await self.client.chat.completions.create(**kwargs)
-            except MODEL_EXCEPTIONS as exc:
-                raise classify(exc, self.config.name, self.timeout_s) from exc
-            return self._parse_complete(response)
-        # The SDK's passthrough POST (its documented road to a raw response): the body is already
-        # in the API's shape, so the typed `create`'s walk over every message is skipped; auth,
-        # headers, timeouts and status errors stay the SDK's. Chunks are read as dicts (`chunks`).
-        body = {k: v for k, v in kwargs.items() if k != "extra_body"} | kwargs.get("extra_body", {})
+        name = self.config.name
         try:
-            response = await self.client.post("/chat/completions", body=body, cast_to=httpx2.Response, stream=True)
+            response = await self._http().post(self.url, data=json.dumps(self._body(request)).encode(),
+                                               headers=self.headers)
         except MODEL_EXCEPTIONS as exc:
-            raise classify(exc, self.config.name, self.timeout_s) from exc
+            raise transport_error(exc, name, self.timeout_s, answering=False) from exc
         try:
-            return await self._consume(response.aiter_bytes(), sink)
+            if response.status >= 400:
+                raise status_error(response.status, response.headers, await error_body(response), name)
+            if not request.stream:
+                return self._complete(await self._read_json(response))
+            return await self._consume(response.content.iter_any(), sink)
         finally:
-            await response.aclose()
+            response.release()
 
-    def _parse_complete(self, response: Any) -> Generation:
-        if not getattr(response, "choices", None):
+    async def _read_json(self, response: aiohttp.ClientResponse) -> Any:
+        try:
+            return json.loads(await response.read())
+        except MODEL_EXCEPTIONS as exc:
+            raise transport_error(exc, self.config.name, self.timeout_s, answering=True) from exc
+
+    def _complete(self, data: Any) -> Generation:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             raise AttemptError("stream_broken", f"model {self.config.name!r} returned no choices")
-        choice = response.choices[0]
-        msg = choice.message
-        calls = [
-            _tool_call(i, tc.id, tc.function.name, tc.function.arguments or "")
-            for i, tc in enumerate(msg.tool_calls or [])
-        ]
-        usage = (response.usage.prompt_tokens, response.usage.completion_tokens) if response.usage else None
-        return Generation(msg.content or "", _reasoning(msg) or "", calls, usage, choice.finish_reason)
+        choice = choices[0]
+        msg = _object(choice.get("message"))
+        calls = []
+        for i, item in enumerate(msg.get("tool_calls") or ()):
+            call = _object(item)
+            function = _object(call.get("function"))
+            name, arguments = str(function.get("name") or ""), function.get("arguments") or ""
+            calls.append(_tool_call(i, call.get("id"), name, arguments))
+        return Generation(msg.get("content") or "", reasoning_of(msg) or "", calls, usage_of(data),
+                          choice.get("finish_reason"))
 
     async def _consume(self, body: AsyncIterator[bytes], sink: RawSink | None) -> Generation:
         text: list[str] = []
@@ -158,7 +186,7 @@ class OpenAIEndpoint:
             except StopAsyncIteration:
                 break
             except MODEL_EXCEPTIONS as exc:  # only the read is classified, not the sink
-                raise classify(exc, self.config.name, self.timeout_s) from exc
+                raise transport_error(exc, self.config.name, self.timeout_s, answering=True) from exc
             usage = usage_of(chunk) or usage
             choices = chunk.get("choices")
             if not choices or not isinstance(choices, list):
