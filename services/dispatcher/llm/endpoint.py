@@ -80,6 +80,7 @@ def _object(value: Any) -> dict[str, Any]:
 # Where a model config without a `base_url` is sent (the OpenAI API, as the `openai` client does).
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 USER_AGENT = "agentix-dispatcher"
+MAX_CONNECTIONS = 1000
 
 
 class OpenAIEndpoint:
@@ -117,8 +118,10 @@ class OpenAIEndpoint:
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use: a session belongs to the event loop it was made on.
         if self._session is None or self._session.closed:
-            # trust_env: HTTP(S)_PROXY and NO_PROXY apply, as they did with the openai client.
-            self._session = aiohttp.ClientSession(timeout=self._timeout, trust_env=True)
+            # trust_env: HTTP(S)_PROXY and NO_PROXY apply, as they did with the openai client; as
+            # many connections as it allowed (aiohttp's default of 100 would queue a wide map).
+            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
+                                                  timeout=self._timeout, trust_env=True)
         return self._session
 
     def _body(self, request: LLMRequest) -> dict[str, Any]:
