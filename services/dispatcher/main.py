@@ -44,6 +44,7 @@ async def run(settings: DispatcherSettings, stop: asyncio.Event | None = None) -
         pool = ModelPool.for_service(settings, bus)
         host.on_release("model pool", pool.aclose)
         await ControlPlane(bus).watch(pool.control.apply)
+        await pool.watch_breakers()
         worker = Worker(bus, pool)
         await worker.start()
         host.on_drain("task worker", lambda: worker.drain(DRAIN_GRACE_S))

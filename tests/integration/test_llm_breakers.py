@@ -7,6 +7,9 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
+from services.dispatcher.llm import breaker as breaker_module
 from services.dispatcher.llm.api import LLMRequest
 from services.dispatcher.llm.breaker import BreakerPolicy, CircuitBreakers, KVBreakerStore, breaker_key
 from services.dispatcher.llm.chain_config import ModelControl
@@ -16,6 +19,7 @@ from shared.bus import Bus
 from shared.contract.models import BreakerState, ModelChain, ModelConfig
 from shared.settings import Settings
 from tests.support import openai_server as oai
+from tests.support.wait import eventually
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 POLICY = BreakerPolicy(failure_threshold=3, cooldown_s=10.0, probe_timeout_s=60.0)
@@ -131,5 +135,94 @@ async def test_kv_updates_are_atomic_across_replicas(bus: Bus, settings: Setting
         await asyncio.gather(*[(a if i % 2 else b).failure("m x/1", "timeout", f"#{i}") for i in range(20)])
         state = await a.store.load("m x/1")
         assert state.failures == 20 and state.model == "m x/1"
+    finally:
+        await other_bus.close()
+
+
+async def watched(bus: Bus) -> KVBreakerStore:
+    """A store following the breaker keys, as a dispatcher's does, once it holds every current value."""
+    store = KVBreakerStore(bus)
+    await store.watch()
+    await eventually(lambda: _ready(store))
+    return store
+
+
+async def _ready(store: KVBreakerStore) -> bool:
+    return store._watching
+
+
+async def test_a_watched_store_answers_a_healthy_model_without_reading_the_kv(
+    srv: oai.OpenAIServer, bus: Bus, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reads: list[str] = []
+    real_get = breaker_module.kv_get
+
+    async def counted(kv: object, key: str) -> object:
+        reads.append(key)
+        return await real_get(kv, key)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(breaker_module, "kv_get", counted)
+    pool = make_pool(settings, srv.url, Clock(), breaker_store=await watched(bus))
+    try:
+        for _ in range(5):
+            assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+        assert reads == []  # ten breaker checks (an admit and a success per call), no KV read
+    finally:
+        await pool.aclose()
+
+
+async def test_a_trip_reaches_a_watching_replica_and_a_write_from_a_copy_behind_is_decided_again(
+    srv: oai.OpenAIServer, bus: Bus, settings: Settings,
+) -> None:
+    clock = Clock()
+    other_bus = await Bus.connect(settings, name="replica-b")
+    store_b = await watched(other_bus)
+    pool_a = make_pool(settings, srv.url, clock, breaker_store=KVBreakerStore(bus))
+    pool_b = make_pool(settings, srv.url, clock, breaker_store=store_b)
+    try:
+        srv.script([oai.server_error(503)] * 3, model="primary-m")
+        for _ in range(3):
+            assert (await pool_a.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+
+        async def b_sees_it_open() -> bool:
+            return (await store_b.load("primary")).state == "open"
+
+        await eventually(b_sees_it_open)  # the watcher delivered A's trip: B skips the primary
+        assert (await pool_b.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+        assert primary_calls(srv) == 3
+        # A probes and closes it after the cooldown, and B's copy is made to lag behind that: B's
+        # own probe claim, a CAS on the revision its copy holds, is refused, and B decides again
+        # on what the KV holds (closed).
+        opened = store_b._known[breaker_key("primary")]
+        clock.now += 10
+        assert (await pool_a.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+        await eventually(lambda: _closed_in(store_b))
+        store_b._known[breaker_key("primary")] = opened
+        assert (await pool_b.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+        kv = await bus.js.key_value(bus.names.control_bucket)
+        assert json.loads((await kv.get(breaker_key("primary"))).value)["state"] == "closed"
+    finally:
+        await pool_a.aclose()
+        await pool_b.aclose()
+        await other_bus.close()
+
+
+async def _closed_in(store: KVBreakerStore) -> bool:
+    return (await store.load("primary")).state == "closed"
+
+
+async def test_watched_kv_updates_are_atomic_across_replicas(bus: Bus, settings: Settings) -> None:
+    other_bus = await Bus.connect(settings, name="replica-b")
+    try:
+        big = BreakerPolicy(failure_threshold=1000)
+        a = CircuitBreakers(await watched(bus), big)
+        b = CircuitBreakers(await watched(other_bus), big)
+        await asyncio.gather(*[(a if i % 2 else b).failure("m y/1", "timeout", f"#{i}") for i in range(20)])
+        kv = await bus.js.key_value(bus.names.control_bucket)
+        state = BreakerState.model_validate_json((await kv.get(breaker_key("m y/1"))).value)
+        assert state.failures == 20 and state.model == "m y/1"
+        for store in (a.store, b.store):
+            assert isinstance(store, KVBreakerStore)
+            await store.stop()
     finally:
         await other_bus.close()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
+from shared.aio import cancel_and_wait
 from shared.bus.kv import kv_create, kv_get, kv_update
 from shared.contract.control_keys import BREAKER_PREFIX
 from shared.contract.models import BreakerState
@@ -32,6 +33,7 @@ log = logging.getLogger("agentix.llm.breaker")
 Change = Callable[[BreakerState], BreakerState | None]
 Listener = Callable[[BreakerState], Awaitable[None] | None]
 RECENT_FAILURES = 5
+WATCH_RETRY_S = 1.0
 
 
 class BreakerStore(Protocol):
@@ -66,33 +68,111 @@ def breaker_key(model: str) -> str:
     return BREAKER_PREFIX + re.sub(r"[^-/_=a-zA-Z0-9]", "_", model)
 
 
+@dataclass
+class _Known:
+    """What the watcher last saw of one breaker key: its state (None: no value, or deleted), the
+    revision a compare-and-set must name (None: create it), and the newest revision seen."""
+
+    state: BreakerState | None
+    revision: int | None
+    seen: int
+
+
 class KVBreakerStore:
-    """Breaker states in the control KV bucket (`breakers.<model>`), updated with CAS."""
+    """Breaker states in the control KV bucket (`breakers.<model>`), updated with CAS.
+
+    Once `watch` runs, the store keeps what a KV watcher on `breakers.>` delivers: an admit or a
+    success that changes nothing (every call of a healthy model) is answered from that copy with
+    no KV read, and a change is a compare-and-set on the revision the copy holds, so a copy that
+    is behind another replica's write makes the write fail and be decided again on a fresh read.
+    Until the watcher has delivered the current values (and after it stopped, until a new one
+    has), every call reads the KV as it did without one."""
 
     MAX_CAS_TRIES = 20
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self._kv: Any = None
+        self._known: dict[str, _Known] = {}
+        self._watching = False  # the copy holds every current value and follows changes
+        self._watch_task: asyncio.Task[None] | None = None
 
     async def _bucket(self) -> Any:
         if self._kv is None:
             self._kv = await self.bus.js.key_value(self.bus.names.control_bucket)
         return self._kv
 
-    async def _get(self, model: str) -> tuple[BreakerState, int | None]:
+    # -- the watched copy -------------------------------------------------------------------------
+    async def watch(self) -> None:
+        """Follow the breaker keys (the dispatcher does at start); a new watcher after every
+        reconnect, as the control plane's (a server restart leaves the old one quiet)."""
+        self._restart_watch()
+        self.bus.on_reconnect(self._restart_watch_async)
+
+    async def _restart_watch_async(self) -> None:
+        self._restart_watch()
+
+    def _restart_watch(self) -> None:
+        self._watching = False
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+        self._watch_task = asyncio.create_task(self._watch_loop(), name="breaker-watch")
+
+    async def stop(self) -> None:
+        self._watching = False
+        await cancel_and_wait(self._watch_task)
+
+    async def _watch_loop(self) -> None:
+        while True:
+            try:
+                self._kv = None
+                watcher = await (await self._bucket()).watch(BREAKER_PREFIX + ">")
+                async for entry in watcher:
+                    if entry is None:  # every current value has been delivered
+                        self._watching = True
+                        continue
+                    self._saw(entry.key, entry.value if entry.operation in (None, "PUT") else None,
+                              entry.revision or 0)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an election ended it: read the KV until a new one is caught up
+                self._watching = False
+                log.warning("breaker watcher stopped (%s); watching again", exc)
+                await asyncio.sleep(WATCH_RETRY_S)
+
+    def _saw(self, key: str, value: bytes | None, revision: int) -> None:
+        known = self._known.get(key)
+        if known is not None and revision <= known.seen:
+            return  # older than what this store wrote or saw
+        state = self._parse(value) if value else None
+        self._known[key] = _Known(state, revision if state is not None else None, revision)
+
+    @staticmethod
+    def _parse(value: bytes) -> BreakerState | None:
+        try:
+            return BreakerState.model_validate_json(value)
+        except ValueError:
+            log.warning("unreadable breaker state %r; treating it as closed", value[:80])
+            return None
+
+    # -- reads and writes -------------------------------------------------------------------------
+    async def _get(self, model: str, *, fresh: bool = False) -> tuple[BreakerState, int | None]:
+        key = breaker_key(model)
+        if self._watching and not fresh:
+            known = self._known.get(key)
+            if known is None or known.state is None:
+                return BreakerState(model=model), known.revision if known is not None else None
+            return known.state, known.revision
         kv = await self._bucket()
         try:
-            entry = await kv_get(kv, breaker_key(model))  # through a leader election
+            entry = await kv_get(kv, key)  # through a leader election
         except KeyNotFoundError:  # includes a deleted key
             return BreakerState(model=model), None
+        self._saw(key, entry.value, entry.revision or 0)
         if not entry.value:
             return BreakerState(model=model), entry.revision
-        try:
-            return BreakerState.model_validate_json(entry.value), entry.revision
-        except ValueError:
-            log.warning("unreadable breaker state for %s; treating it as closed", model)
-            return BreakerState(model=model), entry.revision
+        return (self._parse(entry.value) or BreakerState(model=model)), entry.revision
 
     async def load(self, model: str) -> BreakerState:
         return (await self._get(model))[0]
@@ -100,8 +180,9 @@ class KVBreakerStore:
     async def update(self, model: str, change: Change) -> tuple[BreakerState, bool]:
         kv = await self._bucket()
         key = breaker_key(model)
+        fresh = False
         for _ in range(self.MAX_CAS_TRIES):
-            current, revision = await self._get(model)
+            current, revision = await self._get(model, fresh=fresh)
             new = change(current)
             if new is None:
                 return current, False
@@ -110,12 +191,14 @@ class KVBreakerStore:
                 # Retried through a leader election; a retry that finds its own write stored
                 # counts as written (shared.bus.kv).
                 if revision is None:
-                    await kv_create(kv, key, data)
+                    written = await kv_create(kv, key, data)
                 else:
-                    await kv_update(kv, key, data, last=revision)
+                    written = await kv_update(kv, key, data, last=revision)
             except KeyWrongLastSequenceError:
-                await asyncio.sleep(0)  # another replica wrote first: re-read and re-decide
+                fresh = True  # another replica wrote first (or the copy is behind): re-read, re-decide
+                await asyncio.sleep(0)
                 continue
+            self._saw(key, data, written)
             return new, True
         raise RuntimeError(f"breaker state of {model!r} kept changing under us")
 

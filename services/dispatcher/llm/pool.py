@@ -138,7 +138,15 @@ class ModelPool:
         names = [c.name for c in self.control.chain.models.values()]
         return await self.breakers.states(names)
 
+    async def watch_breakers(self) -> None:
+        """Answer breaker checks from a watched copy of the shared states (`KVBreakerStore.watch`):
+        no KV read per model call while nothing changes."""
+        if isinstance(self.breakers.store, KVBreakerStore):
+            await self.breakers.store.watch()
+
     async def aclose(self) -> None:
+        if isinstance(self.breakers.store, KVBreakerStore):
+            await self.breakers.store.stop()
         for endpoint in self._endpoints.values():
             try:
                 await endpoint.aclose()
