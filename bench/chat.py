@@ -79,10 +79,12 @@ def event_time(data: dict[str, Any]) -> float:
     return datetime.fromisoformat(str(data["ts"]).replace("Z", "+00:00")).timestamp()
 
 
-async def sse_events(http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> AsyncIterator[tuple[str, Any]]:
+async def sse_events(http: httpx.AsyncClient, url: str, headers: dict[str, str], *, method: str = "GET",
+                     body: Any = None) -> AsyncIterator[tuple[str, Any]]:
     """(event name, data) of a run's stream as each frame completes, until `done`; first
-    ("open", {"at": time}) when the response headers arrive."""
-    async with http.stream("GET", url, headers=headers) as resp:
+    ("open", {"at": time}) when the response headers arrive. `method` and `body`: a stream
+    that a POST answers (`POST /tasks/stream`)."""
+    async with http.stream(method, url, headers=headers, json=body) as resp:
         resp.raise_for_status()
         yield "open", {"at": time.time()}
         frame: list[str] = []

@@ -5,8 +5,8 @@ answer the same ANSWER in 4-character chunks):
 
   Agentix    the whole tree as processes, started as `agentix up` starts it (tests/e2e's
              `start_suite`): nats-server, gateway, dispatcher, tools-py, tools-go. A run is
-             `POST /api/v1/tasks` with a DSL of three `agent` nodes, followed on
-             `GET /api/v1/tasks/{id}/events` until `done`.
+             `POST /api/v1/tasks/stream` with a DSL of three `agent` nodes (submit and follow in
+             one request, as LangGraph's `runs.stream` is), read until `done`.
   LangGraph  `langgraph dev` (langgraph-cli[inmem], the in-memory runtime) with
              `--n-jobs-per-worker 50`, serving bench/langgraph_app (a StateGraph of three async
              nodes calling the model with `openai.AsyncOpenAI`, stream=True). A run is a
@@ -197,11 +197,9 @@ def check_tokens(server: str, chars: int) -> None:
 def agentix_run(http: httpx.AsyncClient, suite: RunningSuite, headers: dict[str, str]) -> Run:
     async def run() -> tuple[float, float]:
         t0 = time.perf_counter()
-        resp = await http.post(f"{suite.url}/api/v1/tasks", json={"dsl": DSL, "input": {"text": QUESTION}},
-                               headers=headers)
-        resp.raise_for_status()
         first, chars = 0.0, 0
-        async for name, data in sse_events(http, f"{suite.url}/api/v1/tasks/{resp.json()['id']}/events", headers):
+        async for name, data in sse_events(http, f"{suite.url}/api/v1/tasks/stream", headers, method="POST",
+                                           body={"dsl": DSL, "input": {"text": QUESTION}}):
             if name == "token":
                 first = first or time.perf_counter() - t0
                 chars += len(data["text"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -102,9 +103,18 @@ def event_stream(
     added: Added | None = None,
     heartbeat_s: float = HEARTBEAT_S,
     feeds: TaskFeeds | None = None,
+    headers: dict[str, str] | None = None,
 ) -> EventSourceResponse:
     """A finished task replays what is left and ends; a live one follows until `done` (from
     `feeds`, the gateway's shared read of the task, when given). A `heartbeat` event goes out
     every `heartbeat_s` while the stream is open."""
     return sse_response(_frames(bus, task_id, after, channels, not finished, metrics, added, feeds),
-                        ping_s=heartbeat_s, ping=lambda: heartbeat(task_id))
+                        headers, ping_s=heartbeat_s, ping=lambda: heartbeat(task_id))
+
+
+def task_stream(state: Any, bus: Bus, task_id: str, after: int, channels: Iterable[str] | None, finished: bool, *,
+                added: Added | None = None, headers: dict[str, str] | None = None) -> EventSourceResponse:
+    """`event_stream` as the API serves it: with the app's metrics, heartbeat period and task
+    feeds (`state` is the app's `state`)."""
+    return event_stream(bus, task_id, after, channels, finished, state.metrics, added,
+                        state.settings.sse_heartbeat_s, state.task_feeds, headers)

@@ -85,6 +85,10 @@ async def test_submit_while_nats_is_down_is_kept_and_published_when_it_is_back(
                 "/api/v1/tasks", json={"dsl": DSL, "input": {"text": "during"}}, headers={"Idempotency-Key": "outage"}
             )
             assert again.json()["id"] == task_id and again.json()["queued"] is False
+            # Submit-and-follow cannot follow a task the bus does not have: it answers as POST /tasks.
+            follow = await alice.post("/api/v1/tasks/stream", json={"dsl": DSL, "input": {"text": "during"}},
+                                      headers={"Idempotency-Key": "outage"})
+            assert follow.status_code == 202 and follow.json()["id"] == task_id and follow.json()["queued"] is False
             body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
             assert body["status"] == "submitted" and body["error"] is None
             assert row(gw, task_id).queued_at is None

@@ -225,3 +225,42 @@ async def test_a_client_that_leaves_while_the_stream_is_backed_up_frees_it(
         return not readers() and open_streams._value.get() == 0 and len(nc._subs) == subscriptions
 
     await eventually(freed)
+
+
+async def test_submit_and_stream_is_post_tasks_then_its_events_in_one_request(
+    gw: EmbeddedGateway, client: httpx.AsyncClient
+) -> None:
+    body = {"dsl": DSL, "input": {"text": "q"}}
+    key = {"Idempotency-Key": "follow-1"}
+    async with client.stream("POST", "/api/v1/tasks/stream", json=body, headers=key) as resp:
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+        task_id = resp.headers["agentix-task-id"]
+        assert resp.headers["content-location"] == f"/api/v1/tasks/{task_id}"
+        producer = asyncio.create_task(play(gw, task_id, WORDS[:5]))  # the task runs once submitted
+        live = [f async for f in frames(resp)]  # ends by itself after `done`
+    await producer
+    assert [f.event for f in live] == ["status", "node.start", *["token"] * 5, "node.end", "status", "done"]
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as resp:
+        assert [f async for f in frames(resp)] == live  # the same events, ids and data as GET …/events
+    assert (await client.get(f"/api/v1/tasks/{task_id}")).json()["input"] == {"text": "q"}
+
+    # The same key again: the same task, streamed from its start (it has ended: replayed).
+    async with client.stream("POST", "/api/v1/tasks/stream", json=body, headers=key) as resp:
+        assert resp.headers["agentix-task-id"] == task_id
+        assert [f async for f in frames(resp)] == live
+    # Errors are POST /tasks's, as problem+json, before any stream.
+    bad = await client.post("/api/v1/tasks/stream", json={"dsl": {"version": "1", "nodes": []}})
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_submit_and_stream_passes_the_guardrail_first(settings: Settings) -> None:
+    blocking = settings.model_copy(update={"rate_limit_per_min": 100_000, "guardrail_blocklist": ["zebra-code"]})
+    gw = await EmbeddedGateway(blocking).start()
+    headers = {"Authorization": f"Bearer {mint_token(blocking, 'alice')}"}
+    try:
+        async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=20) as client:
+            resp = await client.post("/api/v1/tasks/stream", json={"dsl": DSL, "input": {"text": "say zebra-code"}})
+            assert resp.status_code == 400 and resp.headers["content-type"].startswith("application/problem+json")
+            assert (await client.get("/api/v1/tasks")).json()["items"] == []  # nothing was submitted
+    finally:
+        await gw.stop()

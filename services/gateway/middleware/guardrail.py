@@ -1,4 +1,4 @@
-"""Tier-1 guardrail on task input (`POST /api/v1/tasks`) and on chat messages
+"""Tier-1 guardrail on task input (`POST /api/v1/tasks`, `POST /api/v1/tasks/stream`) and on chat messages
 (`POST /api/v1/conversations/{id}/messages`, whose run is a task): block → 400 problem and a
 guardrail-event row; grey → the rules are left in request state for the task message."""
 
@@ -15,7 +15,7 @@ from services.gateway.admission import blocked
 from services.gateway.guardrail import Guardrail, Verdict, strings_in
 from services.gateway.middleware.common import read_body, replay_body, send_problem, state
 
-GUARDED = frozenset({("POST", "/api/v1/tasks")})
+GUARDED = frozenset({("POST", "/api/v1/tasks"), ("POST", "/api/v1/tasks/stream")})
 CHAT_MESSAGE = re.compile(r"^/api/v1/conversations/[^/]+/messages$")
 # (scope, verdict) -> None: persists the guardrail event.
 Recorder = Callable[[Scope, Verdict], Awaitable[None]]

@@ -16,7 +16,7 @@ from services.gateway.chat.states import RUN_TERMINAL
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.routes.events import SSE_DOC, After, LastEventId
-from services.gateway.sse import event_stream, resume_point
+from services.gateway.sse import resume_point, task_stream
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 
@@ -90,9 +90,7 @@ async def run_events(run_id: str, request: Request, user: CurrentUser, db: Datab
                      last_event_id: LastEventId = None, after: After = None) -> EventSourceResponse:
     start = resume_point(last_event_id, after)
     run = await db.run(runs.load_owned, user, run_id)
-    return event_stream(bus, run_id, start, None, run.state in RUN_TERMINAL, request.app.state.metrics,
-                        added=error_event, heartbeat_s=request.app.state.settings.sse_heartbeat_s,
-                        feeds=request.app.state.task_feeds)
+    return task_stream(request.app.state, bus, run_id, start, None, run.state in RUN_TERMINAL, added=error_event)
 
 
 @router.post("/runs/{run_id}/cancel", status_code=202, responses={409: {"description": "already ended"}})

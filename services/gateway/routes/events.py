@@ -10,7 +10,7 @@ from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep
-from services.gateway.sse import ENDPOINT_CHANNELS, event_stream, resume_point
+from services.gateway.sse import ENDPOINT_CHANNELS, resume_point, task_stream
 from services.gateway.task_service import owned_status
 from shared.contract.task import TERMINAL
 
@@ -35,9 +35,7 @@ def _handler(endpoint: str) -> SseHandler:
     ) -> EventSourceResponse:  # fmt: skip
         start = resume_point(last_event_id, after)
         status = await db.run(owned_status, user, task_id)
-        return event_stream(bus, task_id, start, channels, status in TERMINAL, request.app.state.metrics,
-                            heartbeat_s=request.app.state.settings.sse_heartbeat_s,
-                            feeds=request.app.state.task_feeds)
+        return task_stream(request.app.state, bus, task_id, start, channels, status in TERMINAL)
 
     return open_stream
 

@@ -1,18 +1,19 @@
-"""Task routes: submit, read, list, cancel, approve, retry."""
+"""Task routes: submit (and submit-and-follow), read, list, cancel, approve, retry."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from services.gateway import task_approvals
 from services.gateway import task_service as svc
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.problems import ApiProblem
-from shared.contract.task import TaskStatus
+from services.gateway.sse import task_stream
+from shared.contract.task import TERMINAL, TaskStatus
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
 STATUSES = frozenset(TaskStatus.__args__)  # type: ignore[attr-defined]
@@ -31,6 +32,30 @@ async def submit(
     task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey)
     request.state.audit_target = f"task_id={task.id}"
     return JSONResponse(svc.accepted(task, queued) | {"created": created}, status_code=202)
+
+
+@router.post("/stream", responses={
+    200: {"content": {"text/event-stream": {}}, "description": "the task's events from its first (as GET …/events)"},
+    202: {"description": "the task is kept but could not be queued (the message bus is down): as POST /tasks"},
+    422: {"description": "invalid workflow (every error)"},
+})  # fmt: skip
+async def submit_and_stream(
+    body: svc.SubmitTask,
+    request: Request,
+    user: CurrentUser,
+    db: DatabaseDep,
+    bus: MaybeBusDep,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+) -> Response:
+    """Submit a task and follow it in one request: what `POST /tasks` and then `GET
+    /tasks/{id}/events` do, one round trip and one authorisation fewer."""
+    grey = list(getattr(request.state, "guardrail_grey", None) or [])
+    task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey)
+    request.state.audit_target = f"task_id={task.id}"
+    if bus is None or not queued:
+        return JSONResponse(svc.accepted(task, queued) | {"created": created}, status_code=202)
+    headers = {"Agentix-Task-Id": task.id, "Content-Location": svc.links(task.id)["self"]}
+    return task_stream(request.app.state, bus, task.id, 0, None, task.status in TERMINAL, headers=headers)
 
 
 @router.get("", response_model=Page)
