@@ -25,6 +25,7 @@ from nats.aio.subscription import Subscription
 from shared.bus.client import Bus
 from shared.bus.heartbeat import Checks, Heartbeater, new_instance_id, serve_health
 from shared.contract.heartbeat import Load
+from shared.runtime import settle_heap
 from shared.settings import CommonSettings
 
 log = logging.getLogger("agentix.service_host")
@@ -101,6 +102,7 @@ class ServiceHost:
         server handles one connection's messages in order: whoever sees a heartbeat can ask for
         health and be answered."""
         bus = self.bus
+        settle_heap()  # the service is set up: what it holds now lives as long as the process
         self._health = await serve_health(bus, self.service, self.instance, self.health)
         self._heartbeat = Heartbeater(bus, self.service, self.instance, load=self._load, detail=self._detail)
         self._heartbeat.start()
