@@ -274,7 +274,7 @@ class Worker:
         # responders" and waited a whole lease of silence before being taken over.
         answering = await self.bus.nc.subscribe(self.bus.subjects.running(task.task_id), cb=self.standby.on_query)
         try:
-            outcome = await runner.run(decisions)
+            outcome = await runner.run(decisions, stored=cp, read=True)
             _annotate_outcome(outcome)
             if outcome.status == "waiting":
                 await self._schedule_approval_timeouts(outcome)

@@ -10,11 +10,12 @@ from typing import Any
 
 from services.dispatcher.engine.checkpoint import Checkpoint
 from services.dispatcher.engine.context import TaskSpec
+from services.dispatcher.engine.execute import RECOMPUTED
 from services.dispatcher.engine.memory import EventLog, MemoryCheckpointStore
 from services.dispatcher.engine.ports import Decision
 from services.dispatcher.engine.runner import RunOutcome
 from services.dispatcher.llm.api import LLMRequest, LLMResult, ModelNotice, TokenBudget
-from shared.contract.events import EventBase, GuardrailEvent
+from shared.contract.events import EventBase, GuardrailEvent, NodeStartEvent
 from shared.contract.models import Usage
 from shared.contract.tools import ToolMeta
 from tests.unit.engine_fakes import FakeLLM, Harness, graph, node
@@ -173,7 +174,7 @@ async def test_breaker_notices_returned_by_a_call_become_that_nodes_error_events
 
 
 class _Watching(EventLog):
-    """Records the stored checkpoint when the first node starts."""
+    """Records the stored checkpoint when the first node with effects (a model, a tool) starts."""
 
     def __init__(self, store: MemoryCheckpointStore) -> None:
         super().__init__()
@@ -181,13 +182,14 @@ class _Watching(EventLog):
         self.at_first_start: Checkpoint | None = None
 
     async def emit(self, event: EventBase) -> EventBase:
-        if event.type == "node.start" and self.at_first_start is None:
+        if isinstance(event, NodeStartEvent) and event.kind not in RECOMPUTED and self.at_first_start is None:
             self.at_first_start = await self.store.load(event.task_id)
         return await super().emit(event)
 
 
-async def test_the_pinned_chain_is_checkpointed_before_the_first_node_starts() -> None:
-    h = Harness(graph([node("in", "input"), node("out", "output", value="x")], [("in", "out")]))
+async def test_the_pinned_chain_is_checkpointed_before_the_first_node_with_effects_starts() -> None:
+    h = Harness(graph([node("in", "input"), node("a", "agent", prompt="hi"), node("out", "output", value="x")],
+                      [("in", "a"), ("a", "out")]))
     h.events = watching = _Watching(h.store)
     runner = h.make_runner()
     runner.task.chain = {"revision": 1, "active": "m"}

@@ -183,3 +183,58 @@ async def test_checkpoint_is_written_after_every_node_and_pins_prompts() -> None
     assert cp.prompts == {"support_system": "Be kind."} and cp.prompt_versions == {"support_system": 3}
     assert cp.chain_revision == 1 and cp.event_n == h.events.n
     assert cp.usage.total_tokens > 0
+
+
+class SnapshotStore:
+    """Records what each checkpoint write stored: which nodes it holds as done, and its status."""
+
+    def __init__(self, h: Harness) -> None:
+        self.writes: list[tuple[str, list[str]]] = []
+        inner = h.store.save
+
+        async def save(cp: Any) -> None:
+            await inner(cp)
+            self.writes.append((cp.status, sorted(k for k, s in cp.nodes.items() if s.status == "done")))
+
+        h.store.save = save  # type: ignore[method-assign]
+
+
+async def test_nodes_that_ask_nothing_are_checkpointed_with_the_next_write() -> None:
+    calls: dict[str, int] = {}
+    doc = graph([node("in", "input"), node("a", "tool", tool="count"), node("b", "tool", tool="count"),
+                 node("out", "output", value="{{ a }},{{ b }}")], [("in", "a"), ("a", "b"), ("b", "out")])
+    h = Harness(doc)
+    counting(h, "count", calls)
+    snapshots = SnapshotStore(h)
+    outcome = await h.run()
+    assert outcome.status == "done"
+    # The start of the run and `in` go with the write before `a` runs; `out` with the end.
+    assert snapshots.writes == [("running", ["in"]), ("running", ["a", "in"]), ("running", ["a", "b", "in"]),
+                                ("done", ["a", "b", "in", "out"])]
+    first = outcome.checkpoint
+    assert first is not None and first.chain_revision == 1 and first.prompt_versions == {"support_system": 3}
+
+
+async def test_a_redelivery_recomputes_what_was_not_stored_and_reruns_nothing_with_effects() -> None:
+    calls: dict[str, int] = {}
+    doc = graph([node("in", "input"), node("a", "tool", tool="count"), node("out", "output", value="{{ a }}"),
+                 node("later", "tool", tool="hold")], [("in", "a"), ("a", "out"), ("a", "later")])
+    h = Harness(doc)
+    counting(h, "count", calls)
+    entered, hold = asyncio.Event(), asyncio.Event()
+
+    async def held(args: dict[str, Any], meta: ToolMeta) -> str:
+        calls["later"] = calls.get("later", 0) + 1
+        entered.set()
+        await hold.wait()
+        return "later ran"
+
+    h.tools.add("hold", held)
+    crashed = asyncio.create_task(h.run())
+    await entered.wait()  # `out` may have ended too: its result is in memory only
+    crashed.cancel()
+    await asyncio.gather(crashed, return_exceptions=True)
+    hold.set()
+    outcome = await h.run()
+    assert outcome.status == "done" and outcome.output == {"out": "a ran"}
+    assert calls == {"a": 1, "later": 2}  # `a` came from the checkpoint; `out` was worked out again

@@ -1,6 +1,8 @@
 """The checkpoint of one task: everything needed to resume it on any dispatcher.
 
-Written after every node (and at every state change). Finished nodes (`done`, `skipped`, or
+Written after every node that asks a model, a tool or a person (and at every state change);
+the start of a run and the nodes that only read the input and earlier outputs (`input`,
+`branch`, `output`) go with the next write. Finished nodes (`done`, `skipped`, or
 `failed` with `on_error: continue`) are never run again; their outputs are restored from here.
 """
 

@@ -33,6 +33,12 @@ from shared.contract.events import (
 from shared.contract.models import Usage
 from shared.contract.templates import TemplateProblem
 
+# Node kinds whose result is a function of the task's input and earlier outputs alone: no model,
+# tool or person is asked. A redelivery that runs one again gets the same result at no cost, so
+# a batch of only these is checkpointed with the next write (before the next node that has
+# effects starts, or at the end of the run), not on its own; its node.end is not held back.
+RECOMPUTED = frozenset({"input", "branch", "output"})
+
 
 @dataclass(slots=True)
 class NodeResult:
@@ -148,11 +154,15 @@ def record(run: RunState, result: NodeResult) -> None:
 
 
 async def flush_results(run: RunState, finished: list[NodeResult], *, checkpoint: bool = True) -> None:
-    """One checkpoint write for a batch of finished nodes (`checkpoint`), then their events."""
+    """One checkpoint write for a batch of finished nodes (`checkpoint`; deferred when they are all
+    `RECOMPUTED` kinds), then their events."""
     if not finished:
         return
     if checkpoint:
-        await run.save()
+        if all(run.plan.nodes[result.node_id].kind in RECOMPUTED for result in finished):
+            run.unsaved = True
+        else:
+            await run.save()
     task_id = run.task.task_id
     for result in finished:  # inline, not a coroutine per node: this runs for every node
         node = run.plan.nodes[result.node_id]

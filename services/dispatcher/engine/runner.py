@@ -21,7 +21,7 @@ from services.dispatcher.engine import approvals
 from services.dispatcher.engine.checkpoint import Checkpoint, CheckpointTooLarge
 from services.dispatcher.engine.compile import Plan
 from services.dispatcher.engine.context import Deps, RunShared, TaskSpec
-from services.dispatcher.engine.execute import NodeResult, execute, flush_results, record
+from services.dispatcher.engine.execute import RECOMPUTED, NodeResult, execute, flush_results, record
 from services.dispatcher.engine.frontier import Frontier
 from services.dispatcher.engine.outcome import Outcome, RunOutcome, Stop
 from services.dispatcher.engine.ports import Decision
@@ -61,9 +61,12 @@ class Runner:
             self._wake.set()
 
     # -- entry --------------------------------------------------------------------------------------
-    async def run(self, decisions: Mapping[str, Decision] | None = None) -> RunOutcome:
+    async def run(self, decisions: Mapping[str, Decision] | None = None, *, stored: Checkpoint | None = None,
+                  read: bool = False) -> RunOutcome:
+        """`read`: the caller has just read the task's stored checkpoint (`stored`; None when there
+        is none), so it is not read again."""
         decisions = dict(decisions or {})
-        loaded = await self.deps.store.load(self.task.task_id)
+        loaded = stored if read else await self.deps.store.load(self.task.task_id)
         fresh = loaded is None
         cp = self.cp = self._bound(loaded if loaded is not None else self._new_checkpoint())
         if cp.task is None:  # only the record of an end (e.g. `redelivery_exhausted` before any
@@ -135,9 +138,10 @@ class Runner:
             retry=self.task.retry if retrying else None,
         ))
         if fresh:
-            # Pinned from here on: a redelivery before the first node ends finds this
-            # checkpoint and runs with the same chain and prompts the `running` event named.
-            await run.save()
+            # Pinned from here on: stored before the first node with effects starts (a redelivery
+            # before that point asks nothing of anyone again), so a redelivery after it runs with
+            # the same chain and prompts the `running` event named.
+            run.unsaved = True
 
     async def _guard(self, run: RunState) -> RunOutcome | None:
         """Tier-2 guardrail on a grey input, before anything runs: a block ends the task `failed`
@@ -175,8 +179,10 @@ class Runner:
                     await self._announce_skipped(run, frontier)
                 ready = frontier.ready
                 while ready and len(running) < self.parallelism:
-                    node_id = ready.popleft()
-                    running[loop.create_task(execute(run, self.plan.nodes[node_id], report))] = node_id
+                    node = self.plan.nodes[ready.popleft()]
+                    if run.unsaved and node.kind not in RECOMPUTED:
+                        await run.save()  # what it must not redo is stored before it runs
+                    running[loop.create_task(execute(run, node, report))] = node.id
                 if not running:
                     break
                 # Completion callbacks + one Event: far cheaper per node than asyncio.wait().

@@ -25,6 +25,11 @@ class RunState:
         self.elapsed_before = cp.elapsed_s
         self.started = time.monotonic()
         self.node_started: dict[str, float] = {}  # perf_counter when each node began
+        # The checkpoint in memory is ahead of the stored one by what a redelivery can redo at no
+        # cost and with the same result (`execute.RECOMPUTED`: the start of a fresh run, nodes
+        # that only read the input and earlier outputs): stored before the next node with effects
+        # starts, or with the end of the run.
+        self.unsaved = False
         # The sink's own method, not a wrapper: several events per node, each a coroutine less.
         self.emit: Callable[[EventBase], Awaitable[Any]] = deps.events.emit
 
@@ -40,6 +45,7 @@ class RunState:
             cp.budget_used = self.shared.budget.used
         cp.updated_at = utcnow()
         await self.deps.store.save(cp)
+        self.unsaved = False
 
     async def flush_events(self) -> None:
         flush = getattr(self.deps.events, "flush", None)
