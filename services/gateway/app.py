@@ -16,7 +16,6 @@ from starlette.types import Scope
 from services.gateway.admin.control_publisher import ControlPublisher
 from services.gateway.admission import record_verdict
 from services.gateway.audit import write_audit
-from services.gateway.audit_writer import RowWriter
 from services.gateway.auth import VerifiedTokens
 from services.gateway.chat.progress import ChatProgress
 from services.gateway.db import Database
@@ -105,7 +104,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         st.bus = st.task_feeds = None
         await st.limiter.close()
-        await st.audit_rows.close()
+        await st.db.drain()
         st.db.close()
 
 
@@ -137,7 +136,7 @@ def _install_middleware(app: FastAPI, settings: GatewaySettings) -> None:
         await record_verdict(st, scope, verdict)
 
     async def record_audit(**fields: Any) -> None:
-        await write_audit(st.audit_rows, **fields)
+        await write_audit(st.db, **fields)
 
     origins = list(settings.cors_origins)
     if "*" in origins and not settings.auth_disabled:
@@ -185,7 +184,6 @@ def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) 
     st = app.state
     st.settings = settings
     st.db = db
-    st.audit_rows = RowWriter(db)
     st.verified_tokens = VerifiedTokens()
     st.bus = None
     st.task_feeds = None  # set with the bus (lifespan)

@@ -9,13 +9,14 @@ from typing import Any
 from sqlalchemy import Table, or_
 from sqlmodel import Session, col, select
 
-from services.gateway.audit_writer import RowWriter
-from services.gateway.db import Database
+from services.gateway.db import Database, insert_row
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import AuditEntry, GuardrailEventRow, aware, now
 
-AUDIT_LOG: Table = AuditEntry.__table__  # type: ignore[attr-defined]  # sqlmodel does not declare it
+# sqlmodel does not declare `__table__`
+AUDIT_LOG: Table = AuditEntry.__table__  # type: ignore[attr-defined]
+GUARDRAIL_EVENTS: Table = GuardrailEventRow.__table__  # type: ignore[attr-defined]
 
 
 def outcome_of(status: int) -> str:
@@ -28,22 +29,19 @@ def outcome_of(status: int) -> str:
     return "error"
 
 
-def _insert(session: Session, row: AuditEntry | GuardrailEventRow) -> None:
-    session.add(row)
-
-
-async def write_audit(writer: RowWriter, *, wait: bool = True, **fields: Any) -> None:
-    """Returns once the row is committed (batched with the rows of concurrent requests), or at
-    once without `wait` (the row goes with the next batch). `fields` are `AuditEntry`'s columns."""
+async def write_audit(db: Database, *, wait: bool = True, **fields: Any) -> None:
+    """Returns once the row is committed (in the transaction of concurrent requests' writes), or
+    at once without `wait` (the row goes with the next group). `fields` are `AuditEntry`'s columns."""
     values = {"ts": now(), **fields}
     if wait:
-        await writer.write(AUDIT_LOG, values)
+        await db.run_grouped(insert_row, AUDIT_LOG, values)
     else:
-        writer.write_later(AUDIT_LOG, values)
+        db.run_later(insert_row, AUDIT_LOG, values)
 
 
 async def write_guardrail_event(db: Database, **fields: Any) -> None:
-    await db.run(_insert, GuardrailEventRow(**fields))
+    """`fields` are `GuardrailEventRow`'s columns (the model gives the others their defaults)."""
+    await db.run_grouped(insert_row, GUARDRAIL_EVENTS, GuardrailEventRow(**fields).model_dump(exclude={"id"}))
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,23 @@
-"""The gateway's database: one SQLAlchemy engine (SQLite embedded, PostgreSQL via psycopg) and a
-way to run blocking ORM work off the event loop."""
+"""The gateway's database: one SQLAlchemy engine (SQLite embedded, PostgreSQL via psycopg), a way
+to run blocking ORM work off the event loop, and the group commit that the request path's small
+writes (a new task's row, its queued mark, audit rows) share."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from anyio import to_thread
+from sqlalchemy import Connection, Table, insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Session, SQLModel, select
 
 from shared.db import make_engine, normalize_url
+from shared.group_commit import GroupCommit
 
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -21,6 +25,7 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = normalize_url(url)
         self.engine = make_engine(url)
+        self.group = GroupCommit(self.engine.begin)
 
     @property
     def is_sqlite(self) -> bool:
@@ -41,12 +46,33 @@ class Database:
         """Run `fn(session, *args)` in a worker thread inside one transaction (committed on return)."""
         return await to_thread.run_sync(lambda: self._in_session(fn, *args, **kwargs))
 
+    async def run_grouped(self, fn: Callable[Concatenate[Connection, P], T], *args: P.args,
+                          **kwargs: P.kwargs) -> T:  # fmt: skip
+        """`fn(conn, *args)` in a transaction shared with the concurrent callers' small writes
+        (`GroupCommit`); returns once it is committed. `fn` only runs statements (Core: no ORM
+        objects to build) and may run twice, the first time rolled back."""
+        return await self.group.run(fn, *args, **kwargs)
+
+    def run_later(self, fn: Callable[Concatenate[Connection, P], Any], *args: P.args, **kwargs: P.kwargs) -> None:
+        """`run_grouped` without waiting: the write goes with the next group (a failure is logged)."""
+        self.group.run_later(fn, *args, **kwargs)
+
+    async def drain(self) -> None:
+        """On shutdown: take no new grouped writes, and commit the queued ones."""
+        await self.group.drain()
+
     def ping(self) -> None:
         with self.engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def insert_row(conn: Connection, table: Table, values: dict[str, Any]) -> None:
+    """One row as its column values, on the table itself (a grouped write): building the model
+    object first would set each attribute through pydantic and SQLAlchemy's instrumentation."""
+    conn.execute(insert(table), values)
 
 
 M = TypeVar("M", bound=SQLModel)

@@ -11,12 +11,12 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import func
+from sqlalchemy import Connection, Table, func
 from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlmodel import Session, col, select, update
+from sqlmodel import Session, col, select
 
 from services.gateway.chat.tables import ChatRun
-from services.gateway.db import Database
+from services.gateway.db import Database, insert_row
 from services.gateway.dsl import check_dsl, check_input
 from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
@@ -30,6 +30,7 @@ from shared.contract.events import AnyEvent, DoneEvent, StatusEvent, finish_task
 from shared.contract.task import RETRYABLE, TERMINAL, CancelMessage, TaskMessage, TaskOptions
 
 log = logging.getLogger("agentix.gateway.tasks")
+TASKS: Table = Task.__table__  # type: ignore[attr-defined]  # sqlmodel does not declare it
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 REQUEUE_BATCH = 200
 
@@ -243,16 +244,9 @@ def _resolve_dsl(session: Session, user: Principal, body: SubmitTask) -> tuple[d
     return workflow.dsl, workflow.id
 
 
-def _create(session: Session, user: Principal, body: SubmitTask, key: str | None, grey: list[str]) -> tuple[Task, bool]:
-    """Insert the task (and its idempotency key); returns (task, created)."""
-    if key:
-        existing = _existing_for_key(session, user.id, key)
-        if existing is not None:
-            return existing, False
-    dsl, workflow_id = _resolve_dsl(session, user, body)
-    check_dsl(dsl)
-    check_input(dsl, body.input)
-    task = Task(
+def _new_task(user: Principal, body: SubmitTask, dsl: dict[str, Any], workflow_id: str | None, key: str | None,
+              grey: list[str]) -> Task:  # fmt: skip
+    return Task(
         id=new_id("t"),
         user_id=user.id,
         workflow_id=workflow_id,
@@ -263,6 +257,18 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
         idempotency_key=key,
         session_id=body.session_id,
     )
+
+
+def _create(session: Session, user: Principal, body: SubmitTask, key: str | None, grey: list[str]) -> tuple[Task, bool]:
+    """Insert the task (and its idempotency key); returns (task, created)."""
+    if key:
+        existing = _existing_for_key(session, user.id, key)
+        if existing is not None:
+            return existing, False
+    dsl, workflow_id = _resolve_dsl(session, user, body)
+    check_dsl(dsl)
+    check_input(dsl, body.input)
+    task = _new_task(user, body, dsl, workflow_id, key, grey)
     session.add(task)
     if key:
         held = session.get(IdempotencyKey, (user.id, key), populate_existing=True)
@@ -273,6 +279,19 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
             session.flush()
         session.add(IdempotencyKey(user_id=user.id, key=key, task_id=task.id))
     session.flush()
+    return task, True
+
+
+async def _create_task(db: Database, user: Principal, body: SubmitTask, key: str | None,
+                       grey: list[str]) -> tuple[Task, bool]:  # fmt: skip
+    """`_create`; a task given as a DSL without an idempotency key — the usual submit — reads
+    nothing first, so its row is one insert that shares its commit with concurrent writes."""
+    if key is not None or body.workflow_id is not None or body.dsl is None:
+        return await db.run(_create, user, body, key, grey)
+    check_dsl(body.dsl)
+    check_input(body.dsl, body.input)
+    task = _new_task(user, body, body.dsl, None, None, grey)
+    await db.run_grouped(insert_row, TASKS, task.model_dump())
     return task, True
 
 
@@ -293,10 +312,10 @@ def _msg_id(task: Task) -> str:
     return task.id if task.retry == 0 else f"{task.id}:retry:{task.retry}"
 
 
-def _mark_queued(session: Session, task_id: str, seq: int | None) -> None:
-    # One statement, not a load of the whole row (its DSL and input) to change two columns.
-    session.execute(update(Task).where(col(Task.id) == task_id, col(Task.queued_at).is_(None))
-                    .values(queued_at=now(), queue_seq=seq))
+def _mark_queued(conn: Connection, task_id: str, seq: int | None) -> None:
+    # One statement on the table (a grouped write), not a load of the row (its DSL and input).
+    conn.execute(TASKS.update().where(TASKS.c.id == task_id, TASKS.c.queued_at.is_(None))
+                 .values(queued_at=now(), queue_seq=seq))
 
 
 # How long a submit's publish rides through a leader election of the tasks stream (typically
@@ -317,7 +336,7 @@ async def queue_task(db: Database, bus: Bus | None, task: Task) -> bool:
     except Exception as exc:
         log.warning("task %s kept for later: publish failed: %s", task.id, exc)
         return False
-    await db.run(_mark_queued, task.id, None if ack.duplicate else ack.seq)
+    await db.run_grouped(_mark_queued, task.id, None if ack.duplicate else ack.seq)
     return True
 
 
@@ -328,7 +347,7 @@ async def submit(
     if key is not None and not 1 <= len(key) <= 255:
         raise ApiProblem(400, "Bad Request", "Idempotency-Key must be 1 to 255 characters.")
     try:
-        task, created = await db.run(_create, user, body, key, grey)
+        task, created = await _create_task(db, user, body, key, grey)
     except (IntegrityError, _KeyTaken):
         # The same key raced in from a parallel request: answer with the winner's task.
         winner = await db.run(lambda s: _existing_for_key(s, user.id, key or ""))
@@ -366,7 +385,7 @@ async def requeue_unpublished(db: Database, bus: Bus, min_age_s: float) -> int:
             except Exception as exc:
                 log.warning("re-publishing %s failed: %s", task.id, exc)
                 return count
-            await db.run(_mark_queued, task.id, None if ack.duplicate else ack.seq)
+            await db.run_grouped(_mark_queued, task.id, None if ack.duplicate else ack.seq)
             count += 1
         if len(batch) < REQUEUE_BATCH:
             break

@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import Connection, func, select
 
 from services.tools_go_equiv.db import Db, create_schema
-from services.tools_go_equiv.db.group_commit import GroupCommitClosed
 from services.tools_go_equiv.db.schema import documents
 from services.tools_go_equiv.kb import store
 from shared.errors import AgentixError
+from shared.group_commit import GroupCommitClosed
 from shared.settings import Settings
 
 

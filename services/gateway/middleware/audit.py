@@ -1,7 +1,7 @@
-"""Writes an audit row for every POST/PUT/PATCH/DELETE before its response leaves (the writer
-commits the rows of concurrent requests together: `services.gateway.audit_writer`). A route that
-changed nothing (a search, an MCP read) says so with `request.state.read_only`: its row is written
-all the same, but only once the response has gone. Queued any sooner, the writer's commit (SQL
+"""Writes an audit row for every POST/PUT/PATCH/DELETE before its response leaves (the rows of
+concurrent requests share a commit: `Database.run_grouped`). A route that changed nothing (a
+search, an MCP read) says so with `request.state.read_only`: its row is written all the same, but
+only once the response has gone. Queued any sooner, the writer's commit (SQL
 compiled on a worker thread that holds the GIL for up to the interpreter's 5 ms switch interval)
 would delay the body it does not need to wait for."""
 

@@ -13,8 +13,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy import Connection
 
-from services.tools_go_equiv.db.group_commit import GroupCommit
 from shared.db import READONLY, make_engine, normalize_url
+from shared.group_commit import GroupCommit
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -1,4 +1,6 @@
-"""Group commit: small writes handed in by concurrent callers share one transaction.
+"""Group commit: small writes handed in by concurrent callers share one transaction (the
+gateway's request path — task rows, queued marks, audit rows — and the tools database's document
+registrations and job states).
 
 One writer task owns the queue. While it commits a group, new writes queue up; the next group
 takes all of them (up to `max_group`) in one transaction. Each caller waits until the commit
@@ -6,6 +8,8 @@ that holds its write is done, so an answer never precedes durability. A write th
 the group's transaction: the group is then written again one write per transaction, so every
 caller gets its own outcome, exactly as if it had written alone (a write must therefore do
 nothing but its statements — it may run twice, the first time rolled back).
+
+A write nobody waits for (`run_later`) goes with the next group; its failure is logged.
 
 The writer exists only while there is work; `drain` refuses new writes and waits for the
 queued ones, for shutdown."""
@@ -25,7 +29,7 @@ from shared.errors import AgentixError
 
 P = ParamSpec("P")
 T = TypeVar("T")
-log = logging.getLogger("agentix.tools_go.db")
+log = logging.getLogger("agentix.db.group_commit")
 MAX_GROUP = 64  # writes per transaction at most: a group's commit stays short
 
 
@@ -55,18 +59,26 @@ class GroupCommit:
     async def run(self, fn: Callable[Concatenate[Connection, P], T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(conn, *args)` in a transaction shared with the writes queued meanwhile; returns
         (or raises) once that transaction is committed (or rolled back)."""
-        if self._closed:
-            raise GroupCommitClosed("the database writer is shutting down")
-        write = _Write(lambda conn: fn(conn, *args, **kwargs))
-        self._queue.append(write)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_all(), name="group commit")
+        write = self._queued(lambda conn: fn(conn, *args, **kwargs))
         # The write commits even if this caller is cancelled: shielded, like a thread it started.
         try:
             return await asyncio.shield(write.done)
         except asyncio.CancelledError:
             write.done.add_done_callback(_consume)  # its failure, if any, has nobody to tell
             raise
+
+    def run_later(self, fn: Callable[Concatenate[Connection, P], Any], *args: P.args, **kwargs: P.kwargs) -> None:
+        """`fn(conn, *args)` with the next group, nobody waiting for it; a failure is logged."""
+        self._queued(lambda conn: fn(conn, *args, **kwargs)).done.add_done_callback(_log_failure)
+
+    def _queued(self, fn: Callable[[Connection], Any]) -> _Write:
+        if self._closed:
+            raise GroupCommitClosed("the database writer is shutting down")
+        write = _Write(fn)
+        self._queue.append(write)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_all(), name="group commit")
+        return write
 
     async def drain(self) -> None:
         """Take no new writes; return once every queued one is committed."""
@@ -124,6 +136,11 @@ class GroupCommit:
 def _consume(done: asyncio.Future[Any]) -> None:
     if not done.cancelled():
         done.exception()
+
+
+def _log_failure(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.error("a write nobody waited for could not be committed: %s", done.exception())
 
 
 @dataclass(frozen=True)
