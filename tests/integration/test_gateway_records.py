@@ -23,6 +23,7 @@ from shared.contract.events import (
     ApprovalDecisionEvent,
     ApprovalRequestEvent,
     DoneEvent,
+    ErrorEvent,
     NodeEndEvent,
     NodeStartEvent,
     StatusEvent,
@@ -118,6 +119,16 @@ def test_waiting_and_retry(db: Database) -> None:
     assert (task.status, task.retry, task.error, task.finished_at) == ("running", 1, None, None)
     task = apply(db, StatusEvent(task_id=t, status="failed", retry=0, ts=t0))  # stale first run
     assert task.status == "running"
+
+
+def test_a_node_first_named_by_an_event_without_a_kind_takes_its_kind_from_the_dsl(db: Database) -> None:
+    t = new_task(db, status="running")
+    t0 = now()
+    apply(db, NodeEndEvent(task_id=t, node_id="a", status="done", duration_ms=2, ts=t0),
+          ErrorEvent(task_id=t, node_id="in", code="x", message="the input was odd", ts=t0))
+    recorded = nodes(db, t)
+    assert (recorded["a"].kind, recorded["a"].status) == ("agent", "done")
+    assert (recorded["in"].kind, recorded["in"].status, recorded["in"].error) == ("input", "pending", "the input was odd")
 
 
 def test_events_of_unknown_tasks_are_ignored(db: Database) -> None:
