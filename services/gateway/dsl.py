@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from services.gateway.problems import ApiProblem
-from shared.contract.validate import Problem, ValidationResult, validate_dsl
+from shared.contract.validate import Problem, document_key, validate_dsl
+
+# The warnings of the documents found valid lately, by `document_key`: a canvas or a client
+# submits the same workflow again and again, and validating it (every node's templates
+# compiled) cost more than the rest of building its task row.
+VALID_CACHE_SIZE = 256
+_valid: OrderedDict[bytes, list[Problem]] = OrderedDict()
 
 
 def problem_items(problems: list[Problem]) -> list[dict[str, Any]]:
     return [p.model_dump(exclude_none=True) for p in problems]
 
 
-def check_dsl(dsl: Any) -> ValidationResult:
-    """Validate; raise a 422 problem listing every error."""
+def check_dsl(dsl: Any) -> list[Problem]:
+    """Validate; raise a 422 problem listing every error. Returns the warnings."""
+    key = document_key(dsl)
+    if key is not None and (warnings := _valid.get(key)) is not None:
+        _valid.move_to_end(key)
+        return warnings
     result = validate_dsl(dsl)
     if not result.ok:
         count = len(result.errors)
@@ -25,7 +36,11 @@ def check_dsl(dsl: Any) -> ValidationResult:
             + (" …" if count > 3 else ""),
             errors=problem_items(result.errors),
         )
-    return result
+    if key is not None:
+        _valid[key] = result.warnings
+        while len(_valid) > VALID_CACHE_SIZE:
+            _valid.popitem(last=False)
+    return result.warnings
 
 
 def check_input(dsl: dict[str, Any], task_input: dict[str, Any]) -> None:

@@ -246,3 +246,30 @@ def test_warnings_do_not_fail() -> None:
     result = validate_dsl(doc)
     assert result.ok
     assert {w.code for w in result.warnings} == {"unknown_field", "duplicate_edge"}
+
+
+def test_the_gateway_validates_a_document_once_and_an_invalid_one_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.gateway import dsl as gateway_dsl
+    from services.gateway.problems import ApiProblem
+
+    calls: list[Any] = []
+
+    def counted(raw: Any) -> Any:
+        calls.append(raw)
+        return validate_dsl(raw)
+
+    monkeypatch.setattr(gateway_dsl, "validate_dsl", counted)
+    monkeypatch.setattr(gateway_dsl, "_valid", type(gateway_dsl._valid)())
+    doc = graph([node("in", "input"), node("out", "output", value="{{ in.text }}")], [("in", "out")])
+    first = gateway_dsl.check_dsl(doc)
+    again = gateway_dsl.check_dsl(copy.deepcopy(doc))  # an equal document, other objects
+    assert first == again and len(calls) == 1
+    changed = copy.deepcopy(doc)
+    changed["nodes"][1]["config"]["value"] = "{{ in.other }}"
+    gateway_dsl.check_dsl(changed)
+    assert len(calls) == 2
+    broken = {**doc, "version": "0"}
+    for _ in range(2):
+        with pytest.raises(ApiProblem):
+            gateway_dsl.check_dsl(broken)
+    assert len(calls) == 4

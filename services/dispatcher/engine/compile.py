@@ -13,7 +13,6 @@ Any failing pass raises CompileError with every problem found by that pass.
 from __future__ import annotations
 
 import json
-import marshal
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from shared.contract.dsl import (
 )
 from shared.contract.templates import ITEM_NAMES, SCOPE_NAMES, Compiled, TemplateProblem, compile_field
 from shared.contract.tools import ToolDescriptor
-from shared.contract.validate import Problem, validate_dsl
+from shared.contract.validate import Problem, document_key, validate_dsl
 from shared.errors import AgentixError
 
 KB_SEARCH = "kb_search"
@@ -120,28 +119,14 @@ CACHE_SIZE = 256
 _CACHE: OrderedDict[tuple[bytes, Any], Plan] = OrderedDict()
 
 
-MAX_KEY_BYTES = 1024 * 1024
-
-
 def _normalise(raw: Any) -> tuple[Any, bytes | None]:
-    """The document as plain data, and its cache key (None when it cannot have one).
-
-    The key is the document in `marshal` format 2: C speed (a JSON dump took a quarter of a
-    small graph's whole run), refuses anything but plain data, and round-trips exactly, so equal
-    keys mean equal documents (no false hit); format 2 has no back-references, so equal documents
-    give equal keys whatever objects they share. Key order matters, which only costs a miss."""
+    """The document as plain data, and its cache key (`document_key`; None when it has none)."""
     if isinstance(raw, (bytes, bytearray, str)):
         try:
             raw = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             return raw, None  # the validator reports it
-    try:
-        key = marshal.dumps(raw, 2)
-    except (ValueError, RecursionError):  # not plain data, or nested past the limit (a cycle)
-        return raw, None
-    if len(key) > MAX_KEY_BYTES:
-        return raw, None
-    return raw, key
+    return raw, document_key(raw)
 
 
 def _validate(raw: Any) -> Workflow:
