@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -341,9 +342,11 @@ async def queue_task(db: Database, bus: Bus | None, task: Task) -> bool:
 
 
 async def submit(
-    db: Database, bus: Bus | None, user: Principal, body: SubmitTask, key: str | None, grey: list[str]
+    db: Database, bus: Bus | None, user: Principal, body: SubmitTask, key: str | None, grey: list[str],
+    before_queue: Callable[[Task], Awaitable[None]] | None = None,
 ) -> tuple[Task, bool, bool]:
-    """Returns (task, created, queued)."""
+    """Returns (task, created, queued). `before_queue` runs once a new task's row is written,
+    before its message is published (e.g. to start reading its events)."""
     if key is not None and not 1 <= len(key) <= 255:
         raise ApiProblem(400, "Bad Request", "Idempotency-Key must be 1 to 255 characters.")
     try:
@@ -355,6 +358,8 @@ async def submit(
             raise
         task = winner
         created = False
+    if created and before_queue is not None:
+        await before_queue(task)
     queued = await queue_task(db, bus, task) if created else task.queued_at is not None or task.status != "submitted"
     return task, created, queued
 

@@ -39,6 +39,15 @@ class Subjects:
     def events_all(self, task_id: str) -> str:
         return f"{self.prefix}.events.{task_id}.>"
 
+    @property
+    def live_all(self) -> str:
+        """Where the events stream republishes every event once stored (with its stream sequence
+        in the `Nats-Sequence` header): read by plain subscribers, no consumer needed."""
+        return f"{self.prefix}.live.>"
+
+    def live(self, task_id: str) -> str:
+        return f"{self.prefix}.live.{task_id}.>"
+
     def tool(self, service: ToolService, tool: str) -> str:
         return f"{self.prefix}.tools.{service}.{tool}"
 

@@ -17,6 +17,7 @@ from nats.js.api import (
     DiscardPolicy,
     KeyValueConfig,
     ObjectStoreConfig,
+    RePublish,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -166,6 +167,9 @@ async def declare_all(js: JetStreamContext, settings: CommonSettings) -> None:
             # long: enough for a write retried through an election (RETRY_FOR_S), and short
             # enough that a fast token stream does not fill its memory with ids.
             duplicate_window=EVENTS_DEDUPE_WINDOW_S,
+            # Each event, once stored, also goes to `P.live.<task>.<channel>`: the gateway follows
+            # a task it has just queued there, with no consumer of its own (`task_feeds`).
+            republish=RePublish(src=f"{s.prefix}.events.>", dest=s.live_all),
         ),
     )
     await _ensure_consumer(

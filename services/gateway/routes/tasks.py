@@ -13,6 +13,7 @@ from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.problems import ApiProblem
 from services.gateway.sse import task_stream
+from services.gateway.task_feeds import NewTaskFeed
 from shared.contract.task import TERMINAL, TaskStatus
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
@@ -50,12 +51,18 @@ async def submit_and_stream(
     """Submit a task and follow it in one request: what `POST /tasks` and then `GET
     /tasks/{id}/events` do, one round trip and one authorisation fewer."""
     grey = list(getattr(request.state, "guardrail_grey", None) or [])
-    task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey)
-    request.state.audit_target = f"task_id={task.id}"
-    if bus is None or not queued:
-        return JSONResponse(svc.accepted(task, queued) | {"created": created}, status_code=202)
-    headers = {"Agentix-Task-Id": task.id, "Content-Location": svc.links(task.id)["self"]}
-    return task_stream(request.app.state, bus, task.id, 0, None, task.status in TERMINAL, headers=headers)
+    new_feed = NewTaskFeed(request.app.state.task_feeds)  # reads the task's events from before it is queued
+    try:
+        task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey, new_feed.open)
+        request.state.audit_target = f"task_id={task.id}"
+        if bus is None or not queued:
+            return JSONResponse(svc.accepted(task, queued) | {"created": created}, status_code=202)
+        headers = {"Agentix-Task-Id": task.id, "Content-Location": svc.links(task.id)["self"]}
+        response = task_stream(request.app.state, bus, task.id, 0, None, task.status in TERMINAL, headers=headers)
+        new_feed.handed_over()
+        return response
+    finally:
+        new_feed.release()
 
 
 @router.get("", response_model=Page)

@@ -1,0 +1,123 @@
+"""The live feed of a task the gateway has just created (`POST /tasks/stream`): it follows the
+events as the stream republishes them, with no JetStream consumer, and whatever it misses — an
+event that came before it subscribed, or the last one, lost where no later event shows the gap —
+it reads from the stream, so every client still gets every event once, in order."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from services.gateway import task_feeds
+from services.gateway.embedded import EmbeddedGateway
+from services.gateway.task_feeds import TaskFeeds
+from shared.auth_tokens import mint_token
+from shared.bus import Bus
+from shared.bus.events import EventPublisher, read_events
+from shared.contract.events import DoneEvent, NodeStartEvent, StatusEvent, TokenEvent
+from tests.integration.test_gateway_sse import DSL, frames
+from tests.support.wait import eventually
+
+
+async def consumers(bus: Bus) -> int:
+    return (await bus.js.stream_info(bus.names.events_stream)).state.consumer_count
+
+
+async def test_a_task_submitted_and_followed_in_one_request_needs_no_consumer(gw: EmbeddedGateway) -> None:
+    bus: Bus = gw.app.state.bus
+    before = await consumers(bus)  # the recorder's
+    headers = {"Authorization": f"Bearer {mint_token(gw.settings, 'alice')}"}
+    async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=20) as client:
+        async with client.stream("POST", "/api/v1/tasks/stream", json={"dsl": DSL, "input": {"text": "q"}}) as resp:
+            task_id = resp.headers["agentix-task-id"]
+            seen = frames(resp)
+            publisher = EventPublisher(bus, task_id)
+            await publisher.emit(StatusEvent(task_id=task_id, status="running"))
+            first = await anext(seen)
+            assert (first.event, await consumers(bus)) == ("status", before)  # read live, no consumer
+            for word in ("a", "b", "c"):
+                await publisher.emit(TokenEvent(task_id=task_id, node_id="ans", text=word))
+            await publisher.emit(StatusEvent(task_id=task_id, status="done"))
+            await publisher.emit(DoneEvent(task_id=task_id, status="done", output={"out": "abc"}))
+            rest = [f async for f in seen]
+    live = [first, *rest]
+    assert [f.event for f in live] == ["status", "token", "token", "token", "status", "done"]
+    stored = [seq async for seq, _ in read_events(bus, task_id)]
+    assert [f.id for f in live] == stored  # the ids are the stream sequences, as GET …/events gives
+
+
+async def collect(feeds: TaskFeeds, task_id: str) -> list[tuple[int, str]]:
+    """What a client of the task's feed gets: (stream sequence, event type) until `done`."""
+    out: list[tuple[int, str]] = []
+    async for body in feeds.frames(task_id, 0, None):
+        for frame in body.decode().strip().split("\n\n"):
+            lines = dict(line.split(": ", 1) for line in frame.splitlines())
+            out.append((int(lines["id"]), lines["event"]))
+    return out
+
+
+@pytest.fixture
+async def feeds(bus: Bus) -> AsyncIterator[TaskFeeds]:
+    opened = TaskFeeds(bus)
+    yield opened
+    await opened.close()
+
+
+async def test_events_stored_before_the_feed_subscribed_are_read_from_the_stream(
+    bus: Bus, feeds: TaskFeeds
+) -> None:
+    publisher = EventPublisher(bus, "t_missed")
+    await publisher.emit(StatusEvent(task_id="t_missed", status="running"))
+    await publisher.emit(NodeStartEvent(task_id="t_missed", node_id="ans", kind="agent"))
+    await publisher.flush()  # stored and republished with nobody listening: the feed never sees them
+    await feeds.open_for_new_task("t_missed")
+    reader = asyncio.create_task(collect(feeds, "t_missed"))
+    await publisher.emit(TokenEvent(task_id="t_missed", node_id="ans", text="x"))  # n=3: two are missing
+    await publisher.emit(StatusEvent(task_id="t_missed", status="done"))
+    await publisher.emit(DoneEvent(task_id="t_missed", status="done"))
+    got = await asyncio.wait_for(reader, 20)
+    stored = [seq async for seq, _ in read_events(bus, "t_missed")]
+    assert [seq for seq, _ in got] == stored
+    assert [kind for _, kind in got] == ["status", "node.start", "token", "status", "done"]
+
+
+async def test_a_last_event_the_feed_missed_is_found_after_a_quiet_spell(
+    bus: Bus, feeds: TaskFeeds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(task_feeds, "LIVE_CHECK_S", 0.2)
+    publisher = EventPublisher(bus, "t_quiet")
+    await feeds.open_for_new_task("t_quiet")
+    reader = asyncio.create_task(collect(feeds, "t_quiet"))
+    await publisher.emit(StatusEvent(task_id="t_quiet", status="running"))
+    await publisher.flush()
+    feed = feeds.feeds["t_quiet"]
+
+    async def read_live() -> bool:
+        return feed.last_seq > 0
+
+    await eventually(read_live)
+    # The live subscription goes away, as a message lost to a reconnect would: no later event
+    # will come to show the gap, only the stream holds the end.
+    live = [sub for sub in bus.nc._subs.values() if sub.subject == bus.subjects.live("t_quiet")]
+    assert len(live) == 1
+    await live[0].unsubscribe()
+    await publisher.emit(StatusEvent(task_id="t_quiet", status="done"))
+    await publisher.emit(DoneEvent(task_id="t_quiet", status="done"))
+    got = await asyncio.wait_for(reader, 20)
+    assert [kind for _, kind in got] == ["status", "status", "done"]
+
+
+async def test_a_feed_opened_for_a_task_that_was_not_queued_is_let_go(bus: Bus, feeds: TaskFeeds) -> None:
+    subscriptions = len(bus.nc._subs)
+    await feeds.open_for_new_task("t_unqueued")
+    assert len(bus.nc._subs) == subscriptions + 1
+    feeds.release("t_unqueued")
+    assert "t_unqueued" not in feeds.feeds
+
+    async def let_go() -> bool:  # the live subscription ends with the feed
+        return len(bus.nc._subs) == subscriptions
+
+    await eventually(let_go)
