@@ -113,13 +113,21 @@ class Redactor:
         return best
 
 
+# How much of the text already let through stays in view of the next search: a pattern's `\b`
+# or lookbehind at the start of the held text must see what came before it, as it would in the
+# whole text (without it, "…xBearer abc…" cut before "Bearer" matched the bearer pattern there,
+# and that longer match then hid the private key that the whole text's redaction found).
+CONTEXT_CHARS = 64
+
+
 class StreamRedactor:
     """Feed chunks, emit what is safe. `flush()` at the end of the stream releases (redacted)
     whatever is still held."""
 
     def __init__(self, redactor: Redactor) -> None:
         self._r = redactor
-        self._buf = ""
+        self._buf = ""  # held: it could still become (part of) a secret
+        self._before = ""  # the end of the text before `_buf`, already let through (or redacted)
         self.redactions = 0
 
     @property
@@ -129,45 +137,52 @@ class StreamRedactor:
     def feed(self, chunk: str) -> str:
         if not chunk:
             return ""
-        buf = self._buf + chunk
+        text = self._before + self._buf + chunk
+        begin = len(self._before)  # searches start here; what precedes is only context
         if self._r._any is not None:
-            m = self._r._any.search(buf, partial=True)
-            if m is None or (m.partial and m.start() >= len(buf)):
-                self._buf = ""
-                return buf
+            m = self._r._any.search(text, begin, partial=True)
+            if m is None or (m.partial and m.start() >= len(text)):
+                return self._let_through(text, len(text), [text[begin:]])
+            if m.partial:
+                # The leftmost thing that could be a secret runs to the end of what has come:
+                # what precedes it is safe, and it is held — as the search below would decide
+                # (nothing starts earlier, and no match at its start ends later than the text).
+                return self._let_through(text, m.start(), [text[begin : m.start()]])
         out: list[str] = []
-        pos = 0
+        pos = begin
         while True:
-            found = self._r._leftmost(buf, pos, partial=True)
+            found = self._r._leftmost(text, pos, partial=True)
             if found is None:
-                out.append(buf[pos:])
-                buf = ""
-                break
+                out.append(text[pos:])
+                return self._let_through(text, len(text), out)
             m, rx, p = found
             # Hold from the match on when it is unfinished, touches the end (a greedy run may
             # still grow), or the whole tail could still be the prefix of a longer match.
-            if m.partial or m.end() >= len(buf) or rx.fullmatch(buf, m.start(), len(buf), partial=True):
-                out.append(buf[pos : m.start()])
-                buf = buf[m.start() :]
-                break
-            out.append(buf[pos : m.start()])
+            if m.partial or m.end() >= len(text) or rx.fullmatch(text, m.start(), len(text), partial=True):
+                out.append(text[pos : m.start()])
+                return self._let_through(text, m.start(), out)
+            out.append(text[pos : m.start()])
             out.append(p.text)
             self.redactions += 1
             pos = m.end()
-        self._buf = buf
+
+    def _let_through(self, text: str, hold: int, out: list[str]) -> str:
+        """`out` goes; `text` from `hold` on is held, with what precedes it kept as context."""
+        self._before = text[max(0, hold - CONTEXT_CHARS) : hold]
+        self._buf = text[hold:]
         return "".join(out)
 
     def flush(self) -> str:
-        buf, self._buf = self._buf, ""
+        text, pos = self._before + self._buf, len(self._before)
+        self._before = self._buf = ""
         out: list[str] = []
-        pos = 0
         while True:
-            found = self._r._leftmost(buf, pos, partial=False)
+            found = self._r._leftmost(text, pos, partial=False)
             if found is None:
-                out.append(buf[pos:])
+                out.append(text[pos:])
                 return "".join(out)
             m, _, p = found
-            out.append(buf[pos : m.start()])
+            out.append(text[pos : m.start()])
             out.append(p.text)
             self.redactions += 1
             pos = m.end()
