@@ -274,7 +274,10 @@ class Worker:
         # responders" and waited a whole lease of silence before being taken over.
         answering = await self.bus.nc.subscribe(self.bus.subjects.running(task.task_id), cb=self.standby.on_query)
         try:
-            outcome = await runner.run(decisions, stored=cp, read=True)
+            # A first delivery runs with the checkpoint read above; a redelivery reads it again
+            # here, at the last moment: a run that held the task before may have checkpointed a
+            # node meanwhile, which must not run twice.
+            outcome = await runner.run(decisions, stored=cp, read=delivery.attempt == 1)
             _annotate_outcome(outcome)
             if outcome.status == "waiting":
                 await self._schedule_approval_timeouts(outcome)
