@@ -24,6 +24,27 @@ def counting(h: Harness, name: str, counter: dict[str, int], fail_first: int = 0
     h.tools.add(name, fn)
 
 
+async def crash_while_held_then_run_again(h: Harness, calls: dict[str, int]) -> Any:
+    """The graph's `hold` tool node is entered, the dispatcher dies there (no terminal state is
+    written), and another one runs the task from the same checkpoint store; `calls` counts each
+    node's tool calls."""
+    entered, hold = asyncio.Event(), asyncio.Event()
+
+    async def held(args: dict[str, Any], meta: ToolMeta) -> str:
+        calls[meta.node_id or ""] = calls.get(meta.node_id or "", 0) + 1
+        entered.set()
+        await hold.wait()
+        return f"{meta.node_id} ran"
+
+    h.tools.add("hold", held)
+    crashed = asyncio.create_task(h.run())
+    await entered.wait()
+    crashed.cancel()
+    await asyncio.gather(crashed, return_exceptions=True)
+    hold.set()
+    return await h.run()
+
+
 def approval_doc(timeout_s: float | None = None) -> dict[str, Any]:
     approval = node("ok", "approval", message="Send it?")
     if timeout_s:
@@ -118,27 +139,12 @@ async def test_several_approvals_wait_at_once_and_are_addressed_by_node_id() -> 
 
 async def test_resume_after_a_crash_does_not_rerun_finished_nodes() -> None:
     calls: dict[str, int] = {}
-    hold = asyncio.Event()
-    entered = asyncio.Event()
     doc = graph([node("in", "input"), node("a", "tool", tool="count"), node("b", "tool", tool="count"),
                  node("c", "tool", tool="hold"), node("out", "output", value="{{ a }},{{ b }},{{ c }}")],
                 [("in", "a"), ("a", "b"), ("b", "c"), ("c", "out")])
     h = Harness(doc)
     counting(h, "count", calls)
-
-    async def held(args: dict[str, Any], meta: ToolMeta) -> str:
-        calls["c"] = calls.get("c", 0) + 1
-        entered.set()
-        await hold.wait()
-        return "c ran"
-
-    h.tools.add("hold", held)
-    crashed = asyncio.create_task(h.run())
-    await entered.wait()
-    crashed.cancel()  # the dispatcher dies mid-node: no terminal state is written
-    await asyncio.gather(crashed, return_exceptions=True)
-    hold.set()
-    outcome = await h.run()  # another dispatcher, same checkpoint store
+    outcome = await crash_while_held_then_run_again(h, calls)
     assert outcome.status == "done" and outcome.output == {"out": "a ran,b ran,c ran"}
     assert calls == {"a": 1, "b": 1, "c": 2}
 
@@ -221,20 +227,6 @@ async def test_a_redelivery_recomputes_what_was_not_stored_and_reruns_nothing_wi
                  node("later", "tool", tool="hold")], [("in", "a"), ("a", "out"), ("a", "later")])
     h = Harness(doc)
     counting(h, "count", calls)
-    entered, hold = asyncio.Event(), asyncio.Event()
-
-    async def held(args: dict[str, Any], meta: ToolMeta) -> str:
-        calls["later"] = calls.get("later", 0) + 1
-        entered.set()
-        await hold.wait()
-        return "later ran"
-
-    h.tools.add("hold", held)
-    crashed = asyncio.create_task(h.run())
-    await entered.wait()  # `out` may have ended too: its result is in memory only
-    crashed.cancel()
-    await asyncio.gather(crashed, return_exceptions=True)
-    hold.set()
-    outcome = await h.run()
+    outcome = await crash_while_held_then_run_again(h, calls)  # `out` may have ended: in memory only
     assert outcome.status == "done" and outcome.output == {"out": "a ran"}
     assert calls == {"a": 1, "later": 2}  # `a` came from the checkpoint; `out` was worked out again
