@@ -149,7 +149,7 @@ class TaskFeed:
         added. A quiet spell ends it too when the stream holds more than the feed (an event lost
         where no later one shows the gap: the last)."""
         try:
-            checked = -1
+            checked = self.last_seq  # where the feed was at the last look: no progress since is quiet
             while True:
                 try:
                     resume = await asyncio.wait_for(asyncio.shield(self._live_end), LIVE_CHECK_S)
