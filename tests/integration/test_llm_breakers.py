@@ -84,6 +84,30 @@ async def test_breaker_opens_after_n_and_recovers_through_half_open(srv: oai.Ope
     await pool.aclose()
 
 
+class UnreachableStore:
+    """The breaker states' bucket during a leader election: every read and write times out."""
+
+    async def load(self, model: str) -> BreakerState:
+        raise TimeoutError("nats: timeout")
+
+    async def update(self, model: str, change: object) -> tuple[BreakerState, bool]:
+        raise TimeoutError("nats: timeout")
+
+
+async def test_an_answer_stands_when_its_breaker_cannot_be_recorded(
+        srv: oai.OpenAIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    pool = make_pool(Settings(data_dir=tmp_path), srv.url, Clock())
+    pool.breakers.store = UnreachableStore()
+    # A call goes ahead (the state cannot be read) and its answer is kept (the success cannot be
+    # written): the model is asked once. A failure is still the call's own error.
+    assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+    assert primary_calls(srv) == 1
+    srv.script([oai.server_error(500)], model="primary-m")
+    assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "fallback"
+    assert "could not record a success" in caplog.text and "could not record a failure" in caplog.text
+    await pool.aclose()
+
+
 async def test_half_open_admits_a_single_probe(tmp_path: Path) -> None:
     clock = Clock()
     breakers = CircuitBreakers(policy=POLICY, clock=clock)

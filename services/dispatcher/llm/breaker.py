@@ -244,7 +244,10 @@ class CircuitBreakers:
                 return s.model_copy(update={"opened_at": now})  # the last probe never reported
             return None
 
-        state, changed = await self.store.update(model, change)
+        updated = await self._update(model, change, "admit a call")
+        if updated is None:
+            return "closed"  # the shared state cannot be read now: the call goes ahead
+        state, changed = updated
         if state.state == "closed":
             return "closed"
         if changed and state.state == "half_open":
@@ -261,7 +264,10 @@ class CircuitBreakers:
                 return None
             return s.model_copy(update={"state": "closed", "failures": 0, "opened_at": None})
 
-        state, changed = await self.store.update(model, change)
+        updated = await self._update(model, change, "record a success")
+        if updated is None:
+            return
+        state, changed = updated
         if changed and before[0].state != "closed":
             log.info("circuit breaker of %s is closed again", model)
             await self._notify(state)
@@ -291,7 +297,10 @@ class CircuitBreakers:
                 }
             )
 
-        state, _ = await self.store.update(model, change)
+        updated = await self._update(model, change, "record a failure")
+        if updated is None:
+            return BreakerState(model=model), False
+        state, _ = updated
         transition = state.state != before[0].state
         if transition:
             log.warning("circuit breaker of %s is now %s (%s)", model, state.state, message)
@@ -308,7 +317,18 @@ class CircuitBreakers:
                 return None
             return s.model_copy(update={"state": "open", "opened_at": now - cooldown})
 
-        await self.store.update(model, change)
+        await self._update(model, change, "release a probe")
+
+    async def _update(self, model: str, change: Change, what: str) -> tuple[BreakerState, bool] | None:
+        """`store.update`, or None when the shared state cannot be read or written now (a leader
+        election of the control bucket, a reconnect). A breaker's bookkeeping must never fail the
+        call it is about: an error raised after a model answered turned that answer into a failed
+        node, and the task's redelivery asked the model a second time."""
+        try:
+            return await self.store.update(model, change)
+        except Exception as exc:
+            log.warning("circuit breaker of %s: could not %s (%s: %s)", model, what, type(exc).__name__, exc)
+            return None
 
     async def states(self, models: list[str] | None = None) -> list[BreakerState]:
         names = sorted(set(models or []) | self.known)
