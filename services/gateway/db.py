@@ -12,6 +12,7 @@ from anyio import to_thread
 from sqlalchemy import Connection, Table, insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import configure_mappers
 from sqlmodel import Session, SQLModel, select
 
 from shared.db import make_engine, normalize_url
@@ -76,6 +77,30 @@ def insert_row(conn: Connection, table: Table, values: dict[str, Any]) -> None:
 
 
 M = TypeVar("M", bound=SQLModel)
+
+
+def new_row(model: type[M], **values: Any) -> M:
+    """An instance of a table model with `values` and the other columns' defaults, for a row that
+    is written with `insert_row` (never added to a session). Built as the ORM builds a row it
+    loads: the model's constructor sets every column through pydantic and SQLAlchemy's attribute
+    events, about 30 times the cost (a task row: 0.1 ms idle, over 0.5 ms on a loaded gateway).
+    Like that constructor, it does not validate: the values are the caller's, typed."""
+    row: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        if name in values:
+            row[name] = values.pop(name)
+        elif field.default_factory is not None:
+            row[name] = field.default_factory()  # type: ignore[call-arg]
+        elif field.is_required():
+            raise TypeError(f"{model.__name__}: {name} is required")
+        else:
+            row[name] = field.default
+    if values:
+        raise TypeError(f"{model.__name__} has no column {', '.join(values)}")
+    configure_mappers()  # at once when done: the class manager needs its mapper set up
+    obj: M = model.__mapper__.class_manager.new_instance()  # type: ignore[attr-defined]
+    obj.__dict__.update(row)
+    return obj
 
 
 def get_or_create_locked(session: Session, model: type[M], **key: Any) -> M:

@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlmodel import Session, col, select
 
 from services.gateway.chat.tables import ChatRun
-from services.gateway.db import Database, insert_row
+from services.gateway.db import Database, insert_row, new_row
 from services.gateway.dsl import check_dsl, check_input
 from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
@@ -245,19 +245,20 @@ def _resolve_dsl(session: Session, user: Principal, body: SubmitTask) -> tuple[d
     return workflow.dsl, workflow.id
 
 
-def _new_task(user: Principal, body: SubmitTask, dsl: dict[str, Any], workflow_id: str | None, key: str | None,
-              grey: list[str]) -> Task:  # fmt: skip
-    return Task(
-        id=new_id("t"),
-        user_id=user.id,
-        workflow_id=workflow_id,
-        dsl=dsl,
-        input=body.input,
-        options=body.options.model_dump(exclude_none=True),
-        guardrail_grey=grey,
-        idempotency_key=key,
-        session_id=body.session_id,
-    )
+def _task_values(user: Principal, body: SubmitTask, dsl: dict[str, Any], workflow_id: str | None, key: str | None,
+                 grey: list[str]) -> dict[str, Any]:  # fmt: skip
+    """A new task row's columns (the others take their defaults)."""
+    return {
+        "id": new_id("t"),
+        "user_id": user.id,
+        "workflow_id": workflow_id,
+        "dsl": dsl,
+        "input": body.input,
+        "options": body.options.model_dump(exclude_none=True),
+        "guardrail_grey": grey,
+        "idempotency_key": key,
+        "session_id": body.session_id,
+    }
 
 
 def _create(session: Session, user: Principal, body: SubmitTask, key: str | None, grey: list[str]) -> tuple[Task, bool]:
@@ -269,7 +270,7 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
     dsl, workflow_id = _resolve_dsl(session, user, body)
     check_dsl(dsl)
     check_input(dsl, body.input)
-    task = _new_task(user, body, dsl, workflow_id, key, grey)
+    task = Task(**_task_values(user, body, dsl, workflow_id, key, grey))
     session.add(task)
     if key:
         held = session.get(IdempotencyKey, (user.id, key), populate_existing=True)
@@ -291,7 +292,7 @@ async def _create_task(db: Database, user: Principal, body: SubmitTask, key: str
         return await db.run(_create, user, body, key, grey)
     check_dsl(body.dsl)
     check_input(body.dsl, body.input)
-    task = _new_task(user, body, body.dsl, None, None, grey)
+    task = new_row(Task, **_task_values(user, body, body.dsl, None, None, grey))
     await db.run_grouped(insert_row, TASKS, task.model_dump())
     return task, True
 

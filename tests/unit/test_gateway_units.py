@@ -211,3 +211,31 @@ def test_ids_made_in_one_millisecond_still_sort_in_creation_order() -> None:
     made = [new_id("m") for _ in range(5000)]  # thousands per millisecond
     assert made == sorted(made) and len(set(made)) == len(made)
     assert all(len(i) == len(made[0]) for i in made)
+
+
+def test_a_new_row_is_the_row_its_model_would_build(tmp_path: Path) -> None:
+    """`new_row` skips the model's constructor (its attribute events): the same columns and
+    defaults, and the row written from it reads back as that task."""
+    from services.gateway.db import Database, insert_row, new_row
+    from services.gateway.tables import Task, metadata
+    from services.gateway.task_service import TASKS
+
+    values = {"id": "t-1", "user_id": "ann", "dsl": {"nodes": []}, "input": {"q": 1}, "guardrail_grey": ["x"]}
+    fast, slow = new_row(Task, **values), Task(**values)
+    assert fast.model_dump(exclude={"created_at"}) == slow.model_dump(exclude={"created_at"})
+    assert fast.status == "submitted" and fast.retry == 0 and fast.usage == {} and fast.created_at.tzinfo is UTC
+    assert new_row(Task, **values).usage is not fast.usage  # a default factory's value is the row's own
+    with pytest.raises(TypeError, match="user_id is required"):
+        new_row(Task, id="t-2")
+    with pytest.raises(TypeError, match="no column colour"):
+        new_row(Task, id="t-2", user_id="ann", colour="teal")
+
+    db = Database(f"sqlite:///{tmp_path / 'rows.db'}")
+    metadata.create_all(db.engine)
+    with db.engine.begin() as conn:
+        insert_row(conn, TASKS, fast.model_dump())
+    with db.session() as session:
+        stored = session.get(Task, "t-1")
+        assert stored is not None
+        assert stored.model_dump(exclude={"created_at"}) == slow.model_dump(exclude={"created_at"})
+    db.close()

@@ -72,6 +72,14 @@ async def test_a_payload_that_is_not_a_json_object_is_refused() -> None:
     assert caught.value.code == "stream_broken"
 
 
+async def test_json_the_fast_parser_refuses_is_read_as_the_standard_library_reads_it() -> None:
+    """NaN and integers over 64 bits are JSON to Python's parser (and were read before the fast
+    one came): a server that sends them is not cut off."""
+    chunks = await collect('data: {"usage": {"prompt_tokens": 123456789012345678901234567890}, "x": NaN}\n\n')
+    assert chunks[0]["usage"]["prompt_tokens"] == 123456789012345678901234567890
+    assert chunks[0]["x"] != chunks[0]["x"]  # NaN
+
+
 async def test_what_follows_done_is_read_so_the_connection_can_be_reused() -> None:
     read: list[bytes] = []
 

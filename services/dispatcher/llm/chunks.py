@@ -1,5 +1,7 @@
 """A streamed chat completion read as plain dicts: the response's Server-Sent Events decoded
-line by line, each `data:` payload parsed with `json.loads`.
+line by line, each `data:` payload parsed with orjson (a streamed completion is a chunk per
+token: the stdlib's parser took 4% of the dispatcher's CPU on the e2e bench's runs, orjson a
+quarter of that).
 
 Why not the `openai` client's `AsyncStream`: it builds a pydantic model per chunk through the
 SDK's lenient `construct` (type introspection for every field of every chunk). In a profile of
@@ -14,6 +16,8 @@ import contextlib
 import json
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
+
+import orjson
 
 from services.dispatcher.llm.errors import AttemptError
 
@@ -71,7 +75,7 @@ async def chat_chunks(body: AsyncIterable[bytes], model: str) -> AsyncIterator[d
         if data.startswith(DONE):
             await drain(body)
             return
-        chunk = json.loads(data)
+        chunk = _parse(data)
         if not isinstance(chunk, dict):
             raise AttemptError("stream_broken", f"model {model!r} sent a malformed response: a chunk that is not "
                                                 f"a JSON object: {data[:200]}")
@@ -81,6 +85,15 @@ async def chat_chunks(body: AsyncIterable[bytes], model: str) -> AsyncIterator[d
             raise AttemptError("stream_broken", f"model {model!r} sent an error in its stream: "
                                                 f"{message if isinstance(message, str) and message else error}")
         yield chunk
+
+
+def _parse(data: str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        # What orjson refuses and the stdlib reads (NaN, integers over 64 bits), or the stdlib's
+        # own error for what is not JSON at all.
+        return json.loads(data)
 
 
 async def drain(body: AsyncIterable[bytes]) -> None:
