@@ -27,6 +27,7 @@ from services.gateway.middleware.common import header, send_problem
 from services.gateway.problems import ApiProblem
 
 if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
     from services.gateway.mcp.server import McpTools
@@ -61,7 +62,7 @@ class McpEndpoint:
             await send_problem(scope, receive, send, ApiProblem(503, "Service Unavailable", "MCP is not running."))
             return
         await transport.tools.prepare(principal, header(scope, b"mcp-method"), header(scope, b"mcp-name"))
-        await sessions.handle_request(scope, receive, send)
+        await transport.handle(sessions, scope, receive, send)
 
 
 class McpTransport:
@@ -71,6 +72,7 @@ class McpTransport:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self._sessions: StreamableHTTPSessionManager | None = None
+        self._server: Server[Any] | None = None
         self.tools: McpTools | None = None
         self._runner: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
@@ -85,14 +87,26 @@ class McpTransport:
                 from services.gateway.mcp.server import McpTools, build_server
 
                 tools = McpTools(self.app)
+                server = build_server(tools)
                 sessions = StreamableHTTPSessionManager(
-                    app=build_server(tools), stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
+                    app=server, stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
                 )
                 started = asyncio.get_running_loop().create_future()
                 self._runner = asyncio.create_task(self._run(sessions, started), name="mcp transport")
                 await started  # raises what the start raised
-                self._sessions, self.tools = sessions, tools
+                self._sessions, self._server, self.tools = sessions, server, tools
         return None if self._closing.is_set() else self._sessions
+
+    async def handle(self, sessions: StreamableHTTPSessionManager, scope: Scope, receive: Receive,
+                     send: Send) -> None:  # fmt: skip
+        """One POST: a handshake-era POST of one request in its own task (`single_exchange`),
+        everything else by the SDK's transport."""
+        from services.gateway.mcp.single_exchange import serve_single
+
+        assert self._server is not None  # set with `sessions`
+        rest = await serve_single(self._server, scope, receive, send)
+        if rest is not None:
+            await sessions.handle_request(scope, rest, send)
 
     async def _run(self, sessions: StreamableHTTPSessionManager, started: asyncio.Future[None]) -> None:
         try:

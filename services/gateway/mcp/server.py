@@ -163,6 +163,7 @@ class McpTools:
 
 
 def build_server(tools: McpTools) -> Server[Any]:
+    # No lifespan of its own: `single_exchange` serves requests with the default's empty state.
     server: Server[Any] = Server(
         "agentix",
         version=VERSION,
