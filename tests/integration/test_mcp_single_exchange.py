@@ -98,6 +98,7 @@ async def test_the_rest_is_left_to_the_sdks_transport(http: httpx.AsyncClient, s
         ({"jsonrpc": "2.0", "id": "x", "method": 7}, WIRE, lambda s, b: s == 400),  # not a request
         (ping, {**WIRE, "Accept": "text/event-stream"}, lambda s, b: s == 406),
         (ping, {**WIRE, "Content-Type": "text/plain"}, lambda s, b: s == 415),
+        ({**ping, "params": {"_meta": {"pad": "x" * (1 << 20)}}}, WIRE, lambda s, b: s == 413),  # over 1 MiB
     ]
     for body, headers, expected in cases:
         status, _, answered = await answer(http, body, headers)
