@@ -38,7 +38,7 @@ logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
 
 class McpEndpoint:
-    """ASGI app of the `/mcp` route: bearer auth and rate limit, then the MCP SDK's transport."""
+    """ASGI app of the `/mcp` route: bearer auth and rate limit, then the MCP SDK (`McpTransport.handle`)."""
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app
