@@ -97,8 +97,10 @@ def new_row(model: type[M], **values: Any) -> M:
             row[name] = field.default
     if values:
         raise TypeError(f"{model.__name__} has no column {', '.join(values)}")
-    configure_mappers()  # at once when done: the class manager needs its mapper set up
-    obj: M = model.__mapper__.class_manager.new_instance()  # type: ignore[attr-defined]
+    mapper = model.__mapper__  # type: ignore[attr-defined]
+    if not mapper.configured:  # the class manager needs its mapper set up (once per process)
+        configure_mappers()
+    obj: M = mapper.class_manager.new_instance()
     obj.__dict__.update(row)
     return obj
 

@@ -33,7 +33,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
+
+from services.gateway.middleware.common import replay_body
 
 # What `server.lifespan` yields: the server is built without a lifespan of its own (the SDK's
 # default yields an empty dict), so there is no state for the manager to share with this path.
@@ -88,20 +90,6 @@ def _one_request(body: bytes) -> JSONRPCRequest | None:
         return None
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """`receive` as if the body had not been read yet."""
-    pending = True
-
-    async def replayed() -> Message:
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
-
-
 async def serve_single(server: Server[Any], scope: Scope, receive: Receive, send: Send) -> Receive | None:
     """Answer the POST if it is one handshake-era request, and return None; else return the
     `receive` with which the SDK's transport reads it (what was read of it replayed)."""
@@ -112,7 +100,7 @@ async def serve_single(server: Server[Any], scope: Scope, receive: Receive, send
     body = await request.body()
     req = _one_request(body)
     if req is None:
-        return _replay(body, receive)
+        return await replay_body(body, receive)
     dctx = _OneExchange(
         transport=TransportContext(kind="streamable-http", can_send_request=False, headers=request.headers),
         request_id=req.id,
