@@ -27,6 +27,7 @@ from nats.js.kv import KeyValue
 
 from services.dispatcher.engine.checkpoint import Checkpoint
 from shared.bus.kv import key_subject, kv_get, kv_put
+from shared.bus.pipelined import pipeline_for
 from shared.bus.retry import BusWriteError, is_transient, settled, with_retries
 from shared.errors import AgentixError
 
@@ -77,8 +78,8 @@ class KVCheckpointStore:
         # nats-py's KeyValue.put is publish-and-wait on "$KV.<bucket>.<key>"; this is the same
         # publish without the wait.
         try:
-            ack = await self.kv._js.publish_async(key_subject(self.kv, checkpoint.task_id), data,
-                                                  headers={"Nats-Msg-Id": msg_id})
+            ack = await pipeline_for(self.kv._js._nc).publish(key_subject(self.kv, checkpoint.task_id), data,
+                                                              {"Nats-Msg-Id": msg_id})
         except Exception as exc:  # settled (retried) like a failed ack
             ack = asyncio.get_running_loop().create_future()
             ack.set_exception(exc)

@@ -15,6 +15,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import NotFoundError
 
 from shared.bus.client import Bus
+from shared.bus.pipelined import pipeline_for
 from shared.bus.retry import ACK_TIMEOUT_S, is_transient, settled, with_retries
 from shared.contract.events import CHANNELS, AnyEvent, EventBase, parse_event
 
@@ -101,7 +102,7 @@ class EventPublisher:
 
     async def _send(self, subject: str, payload: bytes, msg_id: str) -> asyncio.Future[PubAck]:
         try:
-            return await self.bus.js.publish_async(subject, payload, headers={"Nats-Msg-Id": msg_id})
+            return await pipeline_for(self.bus.nc).publish(subject, payload, {"Nats-Msg-Id": msg_id})
         except Exception as exc:  # e.g. too many stalled publishes: settled (retried) like a failed ack
             failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)

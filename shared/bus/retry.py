@@ -30,7 +30,7 @@ RETRY_FOR_S = 30.0
 FIRST_DELAY_S = 0.05
 MAX_DELAY_S = 1.0
 # A pub ack that never comes (the leader died holding it) is given up on after this long, then
-# the write is retried; nats-py's `publish_async` futures have no deadline of their own.
+# the write is retried (the future itself fails only after `pipelined.FORGET_S`).
 ACK_TIMEOUT_S = 2.0
 # The JetStream API codes that mean "no leader / not ready yet", not "your request is wrong".
 _TRANSIENT_STATUS = {408, 500, 503, 504}
@@ -101,5 +101,8 @@ async def with_retries(
 
 async def settled(future: asyncio.Future[T], timeout_s: float = ACK_TIMEOUT_S) -> T:
     """The result of a pipelined publish's ack future, or TimeoutError (transient) when no ack
-    came within `timeout_s`."""
+    came within `timeout_s`. An ack already in is read at once: `wait_for` would still arm a timer
+    and give the loop a turn, once per event of a task when its acks are settled at its end."""
+    if future.done():
+        return future.result()
     return await asyncio.wait_for(asyncio.shield(future), timeout_s)

@@ -3,11 +3,13 @@ clear error at the end."""
 
 from __future__ import annotations
 
+import asyncio
+
 import nats.errors
 import nats.js.errors
 import pytest
 
-from shared.bus.retry import BusWriteError, is_transient, with_retries
+from shared.bus.retry import BusWriteError, is_transient, settled, with_retries
 
 
 @pytest.mark.parametrize("exc", [
@@ -76,3 +78,18 @@ async def test_a_connection_closed_on_purpose_stops_the_retries() -> None:
 
     with pytest.raises(nats.errors.ConnectionReconnectingError):
         await with_retries(write, what="w", closed=lambda: True)
+
+
+async def test_a_settled_ack_is_its_result_or_its_error_and_a_missing_one_times_out() -> None:
+    loop = asyncio.get_running_loop()
+    stored, refused, pending, never = (loop.create_future() for _ in range(4))
+    stored.set_result("ack")
+    refused.set_exception(nats.js.errors.NoStreamResponseError())
+    assert await settled(stored) == "ack"  # already in: read at once
+    with pytest.raises(nats.js.errors.NoStreamResponseError):
+        await settled(refused)
+    loop.call_soon(pending.set_result, "late ack")
+    assert await settled(pending, timeout_s=5) == "late ack"  # still to come: waited for
+    with pytest.raises(TimeoutError):
+        await settled(never, timeout_s=0.01)
+    assert not never.cancelled()  # the timeout gives up on the wait, not on the ack (shielded)
