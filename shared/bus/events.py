@@ -103,7 +103,7 @@ class EventPublisher:
     async def _send(self, subject: str, payload: bytes, msg_id: str) -> asyncio.Future[PubAck]:
         try:
             return await pipeline_for(self.bus.nc).publish(subject, payload, {"Nats-Msg-Id": msg_id})
-        except Exception as exc:  # e.g. too many stalled publishes: settled (retried) like a failed ack
+        except Exception as exc:  # e.g. a full outbound buffer while reconnecting: settled (retried) like a failed ack
             failed: asyncio.Future[PubAck] = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)
             return failed
