@@ -16,10 +16,11 @@ answer the same ANSWER in 4-character chunks):
 Measured, the two servers taking turns (A, B, A, B …) so both see the same machine load:
   (1) one run at a time, `--samples` each: p50 of run latency (submit → run ended) and of first
       token (submit → first token event on the stream);
-  (2) `--runs` runs with `--inflight` in flight, Agentix's batch then LangGraph's: runs/s and
-      server CPU per run — user+sys CPU seconds (/proc/<pid>/stat) of each server's whole
-      process tree over the batch, divided by the runs. The model server's and this client's
-      CPU are not counted.
+  (2) `--pairs` pairs of batches of `--runs` runs with `--inflight` in flight, the servers taking
+      turns (Agentix then LangGraph, then LangGraph then Agentix, …: a machine that drifts over
+      the minutes weighs on both alike): runs/s and server CPU per run — user+sys CPU seconds
+      (/proc/<pid>/stat) of each server's whole process tree over its batches, divided by the
+      runs. The model server's and this client's CPU are not counted.
 Every run must end `done` with all three answers streamed, else it counts as failed.
 
 LangGraph is NOT installed into the project's venv: langgraph-api pins older grpcio, protobuf
@@ -28,7 +29,8 @@ so it lives in a venv of its own:
     python3.11 -m venv /tmp/lgvenv && /tmp/lgvenv/bin/pip install "langgraph-cli[inmem]" openai
 The bench's client side (langgraph_sdk, httpx) comes from the project's venv.
 
-Run: python -u -m bench.e2e [--runs 200] [--inflight 50] [--samples 20] [--langgraph /tmp/lgvenv/bin/langgraph]
+Run: python -u -m bench.e2e [--runs 200] [--inflight 50] [--pairs 3] [--samples 20]
+                            [--langgraph /tmp/lgvenv/bin/langgraph]
 """
 
 from __future__ import annotations
@@ -163,6 +165,15 @@ class Batch:
     def cpu_per_run(self) -> float:
         return sum(self.cpu.values()) / self.runs
 
+    @classmethod
+    def total(cls, batches: list[Batch]) -> Batch:
+        """Several batches of one server as one: runs, wall time and CPU summed."""
+        out = cls(sum(b.runs for b in batches), wall=sum(b.wall for b in batches), done=sum(b.done for b in batches))
+        for one in batches:
+            for proc, seconds in one.cpu.items():
+                out.cpu[proc] = out.cpu.get(proc, 0.0) + seconds
+        return out
+
 
 async def batch(run: Run, runs: int, inflight: int, roots: dict[str, int]) -> Batch:
     gate = asyncio.Semaphore(inflight)
@@ -263,7 +274,7 @@ def report_batch(name: str, out: Batch, inflight: int) -> None:
 
 
 async def bench(suite: RunningSuite, lgserver: LangGraphServer, roots: dict[str, dict[str, int]],
-                runs: int, inflight: int, samples: int) -> None:
+                runs: int, inflight: int, samples: int, pairs: int) -> None:
     # Idle connections are dropped before the servers' keep-alive timeout (uvicorn: 5 s) would
     # close them under a request reusing one ("Server disconnected without sending a response").
     limits = httpx.Limits(max_connections=inflight * 2 + 20, max_keepalive_connections=inflight + 20,
@@ -282,12 +293,18 @@ async def bench(suite: RunningSuite, lgserver: LangGraphServer, roots: dict[str,
             print(f"    p50 run latency: Agentix {ms(p50['Agentix'][1])}, LangGraph {ms(p50['LangGraph'][1])}")
             ratio("p50 first token", p50["Agentix"][0], p50["LangGraph"][0])
             ratio("p50 run latency", p50["Agentix"][1], p50["LangGraph"][1])
-            print(f"(2) {runs} runs, {inflight} in flight; server CPU per run by process tree (ms); {load()}")
-            out: dict[str, Batch] = {}
-            for name, one in run.items():
-                out[name] = await batch(one, runs, inflight, roots[name])
-                report_batch(name, out[name], inflight)
-            a, b = out["Agentix"], out["LangGraph"]
+            print(f"(2) {pairs} pair(s) of batches of {runs} runs, {inflight} in flight, the servers taking turns "
+                  f"(first Agentix, then LangGraph, then the other way round); server CPU per run by process "
+                  f"tree (ms); {load()}")
+            out: dict[str, list[Batch]] = {name: [] for name in run}
+            for pair in range(pairs):
+                for name in (run if pair % 2 == 0 else reversed(run)):
+                    out[name].append(await batch(run[name], runs, inflight, roots[name]))
+                    report_batch(name, out[name][-1], inflight)
+            a, b = Batch.total(out["Agentix"]), Batch.total(out["LangGraph"])
+            if pairs > 1:
+                print(f"    all {pairs} pairs: Agentix {a.rate:.2f} runs/s, {a.cpu_per_run * 1000:.1f} ms/run; "
+                      f"LangGraph {b.rate:.2f} runs/s, {b.cpu_per_run * 1000:.1f} ms/run")
             ratio("runs/s", a.rate, b.rate, ">= 3x")
             ratio("CPU per run", a.cpu_per_run, b.cpu_per_run, "<= 0.5x")
         finally:
@@ -306,6 +323,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200, help="runs in the throughput batch, per server")
     parser.add_argument("--inflight", type=int, default=50, help="runs in flight during the batch")
     parser.add_argument("--samples", type=int, default=20, help="one-at-a-time runs per server")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="throughput batches per server, taking turns (the ratios are of all of them)")
     parser.add_argument("--langgraph", metavar="PATH", help="the `langgraph` executable (default: on PATH)")
     args = parser.parse_args()
     exe = find_langgraph(args.langgraph)
@@ -329,7 +348,7 @@ def main() -> None:
         print(f"Agentix: {', '.join(roots['Agentix'])} on {suite.url}")
         print(f"LangGraph: langgraph dev ({lgserver.version()}), in-memory runtime, "
               f"{LANGGRAPH_JOBS} jobs per worker, on {lgserver.url}")
-        asyncio.run(bench(suite, lgserver, roots, args.runs, args.inflight, args.samples))
+        asyncio.run(bench(suite, lgserver, roots, args.runs, args.inflight, args.samples, args.pairs))
         print(f"end; {load()}")
     finally:
         lgserver.stop()
