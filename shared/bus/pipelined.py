@@ -56,7 +56,7 @@ class PipelinedPublishes:
         try:
             await self.nc.publish(subject, payload, reply=self._prefix + token, headers=headers)
         except BaseException:
-            del self._waiting[token]
+            self._waiting.pop(token, None)  # an answer may have come while the send waited on a full buffer
             raise
         return future
 
