@@ -30,7 +30,7 @@ so it lives in a venv of its own:
 The bench's client side (langgraph_sdk, httpx) comes from the project's venv.
 
 Run: python -u -m bench.e2e [--runs 200] [--inflight 50] [--pairs 3] [--samples 20]
-                            [--langgraph /tmp/lgvenv/bin/langgraph]
+                            [--chunk-ms 0] [--langgraph /tmp/lgvenv/bin/langgraph]
 """
 
 from __future__ import annotations
@@ -326,11 +326,15 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3,
                         help="throughput batches per server, taking turns (the ratios are of all of them)")
     parser.add_argument("--langgraph", metavar="PATH", help="the `langgraph` executable (default: on PATH)")
+    parser.add_argument("--chunk-ms", type=float, default=0.0,
+                        help="the model waits this long before each streamed chunk (default 0: it streams "
+                             "as fast as it can; 10 is about a hosted model's pace)")
     args = parser.parse_args()
     exe = find_langgraph(args.langgraph)
-    print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe}")
+    print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe}; the model waits {args.chunk_ms:g} ms per chunk")
     model_proc, model_url = start_model_server()
-    ScriptClient(model_url).script([], then=reply(ANSWER))  # every call, both servers: the same answer
+    # Every call, both servers: the same answer.
+    ScriptClient(model_url).script([], then=reply(ANSWER, delay_s=args.chunk_ms / 1000))
     data_dir = Path(tempfile.mkdtemp(prefix="bench-e2e-agentix-"))
     lgserver = LangGraphServer(exe, model_url)
     suite: RunningSuite | None = None

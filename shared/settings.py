@@ -175,6 +175,10 @@ class GatewaySettings(RedisSettings, SecretKeySettings):
     task_requeue_min_age_s: float = 5.0
     # Every task/run SSE stream sends a named `heartbeat` event this often (not in the replay log).
     sse_heartbeat_s: float = Field(default=10.0, gt=0)
+    # The recorder writes the task records in one transaction per batch of events; after a batch
+    # that was not full it waits this long before fetching again, so events that trickle in (runs
+    # whose model streams for seconds) share transactions. A record may lag its events this much.
+    recorder_linger_ms: float = Field(default=50.0, ge=0, le=1000)
 
     # Security
     jwt_secret: str | None = None
@@ -207,6 +211,10 @@ class DispatcherSettings(RedisSettings, ModelEndpointSettings, SecretKeySettings
     redact_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
     default_task_timeout_s: float = 3600.0
     task_parallelism: int = 8
+    # A model's stream becomes at most one `token` (`thinking.delta`, `tool.input`) event per this
+    # interval per model call, each a synced write to the task's log (llm/deltas.py); 0: one
+    # event per delta the sink is free to take.
+    token_event_interval_ms: float = Field(default=50.0, ge=0, le=1000)
 
     @field_validator("redact_patterns", mode="before")
     @classmethod

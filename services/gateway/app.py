@@ -81,7 +81,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             st.instances = InstanceRegistry(bus)
             await st.instances.start()
             host.on_drain("instance registry", st.instances.stop)
-            st.recorder = Recorder(bus, st.db, st.metrics, after=ChatProgress(bus, st.db))
+            st.recorder = Recorder(bus, st.db, st.metrics, after=ChatProgress(bus, st.db),
+                                   linger_s=settings.recorder_linger_ms / 1000)
             await st.recorder.start()
             host.on_drain("event recorder", st.recorder.stop)
             st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)

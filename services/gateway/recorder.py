@@ -24,13 +24,14 @@ AfterApply = Callable[[Sequence[AnyEvent]], Awaitable[None]]
 
 class Recorder:
     def __init__(self, bus: Bus, db: Database, metrics: GatewayMetrics | None = None, batch: int = 200,
-                 after: AfterApply | None = None) -> None:
+                 after: AfterApply | None = None, linger_s: float = 0.0) -> None:
         self.bus = bus
         self.db = db
         self.metrics = metrics
         self.after = after
         self.applied = 0
-        self._loop = PullLoop(bus, bus.names.events_stream, bus.names.recorder_consumer, self.handle, batch=batch)
+        self._loop = PullLoop(bus, bus.names.events_stream, bus.names.recorder_consumer, self.handle, batch=batch,
+                              linger_s=linger_s)
 
     async def start(self) -> None:
         await self._loop.start()

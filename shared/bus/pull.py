@@ -36,7 +36,12 @@ class PullLoop:
         room: Room | None = None,
         fetch_wait_s: float = 1.0,
         retry_s: float = 1.0,
+        linger_s: float = 0.0,
     ) -> None:
+        """`linger_s`: after a batch that did not fill `batch`, wait this long before fetching
+        again, so messages that trickle in are handled in fewer, larger batches (a handler whose
+        cost is mostly per batch, like a database transaction); the first message after a quiet
+        spell is still handled as soon as it comes."""
         self.bus = bus
         self.stream = stream
         self.durable = durable
@@ -44,6 +49,7 @@ class PullLoop:
         self.batch = batch
         self.fetch_wait_s = fetch_wait_s
         self.retry_s = retry_s
+        self.linger_s = linger_s
         self._room = room
         self._stopping = asyncio.Event()
         self._sub: Any = None
@@ -90,3 +96,7 @@ class PullLoop:
                 await self.handle(msgs)
             except Exception:  # a bug must not stop the consumer; the batch comes back after ack_wait
                 log.exception("%s: handling a batch of %d failed", self.durable, len(msgs))
+            if self.linger_s > 0 and len(msgs) < want:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.linger_s):
+                        await self._stopping.wait()

@@ -372,7 +372,9 @@ async def test_undecryptable_key_is_a_clear_auth_error(srv: oai.OpenAIServer, ls
 
 
 async def test_offline_model_when_no_endpoint_is_configured(lsettings: Settings) -> None:
-    pool = ModelPool(lsettings)  # nothing in KV, no AGENTIX_LLM_BASE_URL: the offline model
+    # Nothing in KV, no AGENTIX_LLM_BASE_URL: the offline model. Every chunk its own delta (no
+    # interval merging them), to see that it streams word by word.
+    pool = ModelPool(lsettings.model_copy(update={"token_event_interval_ms": 0}))
     assert pool.control.chain.active == "offline"
     got, on_delta = sink()
     prompt = (

@@ -58,3 +58,23 @@ async def test_without_coalescing_the_sink_is_awaited_inline() -> None:
     stream = DeltaStream(sink, coalesce=False)
     await stream.push(Delta("token", "a"))
     assert got == ["a"]
+
+
+async def test_within_the_interval_deltas_wait_and_merge_and_flush_sends_them_at_once() -> None:
+    got: list[str] = []
+    took = asyncio.Event()
+
+    async def sink(delta: Delta) -> None:
+        got.append(delta.text)
+        took.set()
+
+    stream = DeltaStream(sink, interval_s=3600.0)
+    await stream.push(Delta("token", "a", "m"))
+    await took.wait()  # the first delta of a quiet stream goes out at once
+    for piece in ["b", "c"]:
+        await stream.push(Delta("token", piece, "m"))
+    for _ in range(5):  # loop turns in which a free sink would have been handed "b"
+        await asyncio.sleep(0)
+    assert got == ["a"]
+    await stream.flush()  # does not wait out the interval
+    assert got == ["a", "bc"]

@@ -1,10 +1,14 @@
-"""Delivery of stream deltas to the caller's sink with adaptive coalescing.
+"""Delivery of stream deltas to the caller's sink, coalesced.
 
-The sink (usually: publish a `token` event) runs in its own task. While it is busy, newer
-deltas of the same kind are merged into one, so a model that streams faster than events can be
-published produces fewer, larger token events, while a slow model still gets one event per
-delta. Order is kept; nothing is dropped; `flush()` waits until everything was delivered and
-re-raises a sink failure.
+The sink (usually: publish a `token` event, one synced write to the task's log) runs in its own
+task. Deltas of the same kind that arrive while it is busy are merged into one, and so are those
+that arrive within `interval_s` after a delivery: a model streaming tokens every few ms becomes
+at most one event per stream per interval (50 ms by default, `AGENTIX_TOKEN_EVENT_INTERVAL_MS`),
+while a model slower than that still gets one event per delta, sent as it comes. The first delta
+of a quiet stream goes out at once (time to first token is not delayed), and `flush()` sends
+what is held without waiting for the interval (the end of a call is not delayed either). Order
+is kept; nothing is dropped; `flush()` waits until everything was delivered and re-raises a
+sink failure.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from services.dispatcher.llm.api import Delta, DeltaSink
 
 
 class DeltaStream:
-    def __init__(self, sink: DeltaSink, coalesce: bool = True) -> None:
+    def __init__(self, sink: DeltaSink, coalesce: bool = True, interval_s: float = 0.0) -> None:
         self.sink = sink
         self.coalesce = coalesce
+        self.interval_s = interval_s
         self._pending: list[Delta] = []
         self._task: asyncio.Task[None] | None = None
+        self._hurry = asyncio.Event()  # set by `flush`: deliver what is held now, wait no more
 
     async def push(self, delta: Delta) -> None:
         if not self.coalesce:
@@ -40,6 +46,13 @@ class DeltaStream:
             batch, self._pending = self._pending, []
             for delta in batch:
                 await self.sink(delta)
+            if self.interval_s > 0 and not self._hurry.is_set():
+                # What arrives meanwhile is merged and goes out with the next pass (or ends the
+                # pass early: `flush`); with nothing new, the drain ends and the next delta is
+                # sent as soon as it comes.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.interval_s):
+                        await self._hurry.wait()
 
     def _raise_failure(self) -> None:
         task = self._task
@@ -48,6 +61,7 @@ class DeltaStream:
             raise task.exception()  # type: ignore[misc]
 
     async def flush(self) -> None:
+        self._hurry.set()
         while self._task is not None:
             if not self._task.done():
                 await self._task  # a sink failure is raised here

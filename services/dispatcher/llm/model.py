@@ -64,9 +64,11 @@ class ModelDeps:
     redactor: Redactor
     cache: OutputCache | None = None
     sleep: Sleep = asyncio.sleep
-    # Merge deltas that arrive while the sink is still publishing the previous one
-    # (llm/deltas.py): fewer, larger token events when the model outpaces the bus.
+    # Merge deltas that arrive while the sink is still publishing the previous one, or within
+    # `delta_interval_s` after it (llm/deltas.py): fewer, larger token events when the model
+    # streams faster than that.
     coalesce_deltas: bool = True
+    delta_interval_s: float = 0.0
 
 
 def cost_of(pricing: Pricing, cfg: ModelConfig, prompt: int, completion: int) -> float:
@@ -230,7 +232,8 @@ class ModelLLM:
         redactors = {"token": redactor.stream(), "thinking": redactor.stream()}
         out: dict[str, list[str]] = {"token": [], "thinking": []}
         raw_chars = [0]
-        deltas = DeltaStream(on_delta, self._deps.coalesce_deltas) if on_delta is not None else None
+        deltas = (DeltaStream(on_delta, self._deps.coalesce_deltas, self._deps.delta_interval_s)
+                  if on_delta is not None else None)
 
         calls: dict[str, tuple[str, str]] = {}  # redactor key of a call's arguments → (call id, function)
 

@@ -67,6 +67,7 @@ class ModelPool:
             cache=(cache or LRUCache()) if use_cache else None,
             sleep=sleep,
             coalesce_deltas=coalesce_deltas,
+            delta_interval_s=settings.token_event_interval_ms / 1000,
         )
         self._endpoints: dict[str, Endpoint] = {}
         self._secret: str | None = None
