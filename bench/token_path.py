@@ -12,7 +12,8 @@ same server, same run. Prints tokens/s, the ratios (target ≥ 0.5×) and CPU µ
 process for (1)–(4), and of the dispatcher and gateway *processes* for (5) (from
 /proc/<pid>/stat before and after each task).
 Tokens are counted from the text (one token = one "tok " chunk): the pool merges deltas that
-arrive while an event is still being published, so events may carry several tokens.
+arrive while an event is still being published or within the token interval after it
+(`AGENTIX_TOKEN_EVENT_INTERVAL_MS`), so events may carry several tokens.
 
 Run: python -m bench.token_path [--tokens 20000] [--rounds 3] [--no-coalesce]
 """
