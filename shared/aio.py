@@ -12,6 +12,15 @@ log = logging.getLogger("agentix.aio")
 RECANCEL_S = 0.5
 
 
+async def wait_set(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until `event` is set, at most `timeout_s`; whether it was set (a pause that a stop or
+    a wake-up may end early)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+    return event.is_set()
+
+
 async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
     """Cancel `task` and wait until it has ended, whatever it raised.
 

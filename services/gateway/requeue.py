@@ -5,12 +5,11 @@ bus reconnects. Every gateway replica runs it; the message id (= task id) makes 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from services.gateway.db import Database
 from services.gateway.task_service import requeue_unpublished
-from shared.aio import cancel_and_wait
+from shared.aio import cancel_and_wait, wait_set
 from shared.bus import Bus
 
 log = logging.getLogger("agentix.gateway.requeue")
@@ -44,8 +43,7 @@ class Requeuer:
                 await self.pass_once()
             except Exception:  # e.g. the database is briefly unavailable: try again next pass
                 log.exception("re-publishing unqueued tasks failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            await wait_set(self._wake, self.interval_s)
             self._wake.clear()
 
     async def stop(self) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 
-from shared.aio import cancel_and_wait
+from shared.aio import cancel_and_wait, wait_set
 from shared.bus.client import Bus
 
 log = logging.getLogger("agentix.bus.pull")
@@ -97,6 +97,4 @@ class PullLoop:
             except Exception:  # a bug must not stop the consumer; the batch comes back after ack_wait
                 log.exception("%s: handling a batch of %d failed", self.durable, len(msgs))
             if self.linger_s > 0 and len(msgs) < want:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.linger_s):
-                        await self._stopping.wait()
+                await wait_set(self._stopping, self.linger_s)

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 
 from services.dispatcher.llm.api import Delta, DeltaSink
+from shared.aio import wait_set
 
 
 class DeltaStream:
@@ -50,9 +51,7 @@ class DeltaStream:
                 # What arrives meanwhile is merged and goes out with the next pass (or ends the
                 # pass early: `flush`); with nothing new, the drain ends and the next delta is
                 # sent as soon as it comes.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.interval_s):
-                        await self._hurry.wait()
+                await wait_set(self._hurry, self.interval_s)
 
     def _raise_failure(self) -> None:
         task = self._task

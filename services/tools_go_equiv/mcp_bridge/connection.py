@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from services.tools_go_equiv.mcp_bridge.convert import bridged_name, reply
 from services.tools_go_equiv.mcp_bridge.timing import Timing
-from shared.aio import cancel_and_wait
+from shared.aio import cancel_and_wait, wait_set
 from shared.contract.mcp import McpServerConfig
 from shared.contract.tools import ToolReply
 from shared.settings import VERSION
@@ -155,8 +155,7 @@ class McpConnection:
         """Until a call sees the connection fail or a re-listing fails (which raises)."""
         t = self._timing
         while not self._broken.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._broken.wait(), t.probe_every_s)
+            if await wait_set(self._broken, t.probe_every_s):
                 return  # a call saw the connection fail: start over
             tools = await asyncio.wait_for(self._list_tools(client), t.connect_s * 3)
             self.tools = tools  # a changed listing shows in the next list_tools
