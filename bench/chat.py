@@ -41,7 +41,7 @@ import openai
 
 from agentix.sse import parse_stream
 from bench.token_path import Services, cpu_seconds, start_model_server
-from services.gateway.chat.graphs import graph_for
+from services.gateway.chat.modes import graph_for
 from services.gateway.chat.states import RUN_TERMINAL
 from shared.auth_tokens import mint_token
 from shared.natsd import NatsServer

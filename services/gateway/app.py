@@ -21,8 +21,6 @@ from services.gateway.chat.progress import ChatProgress
 from services.gateway.db import Database
 from services.gateway.guardrail import Guardrail, Verdict
 from services.gateway.instances import InstanceRegistry
-from services.gateway.langgraph import mount_langgraph
-from services.gateway.mcp import mount_mcp
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware.audit import AuditMiddleware
 from services.gateway.middleware.auth import AuthMiddleware
@@ -34,14 +32,16 @@ from services.gateway.middleware.recovery import RecoveryMiddleware
 from services.gateway.middleware.request_id import RequestIdMiddleware
 from services.gateway.middleware.tracing import TracingMiddleware
 from services.gateway.migrate import check_schema
-from services.gateway.openai_compat import mount_openai
 from services.gateway.openapi import install_openapi
 from services.gateway.problems import install_problem_handlers
+from services.gateway.protocols.langgraph import mount_langgraph
+from services.gateway.protocols.mcp import mount_mcp
+from services.gateway.protocols.openai import mount_openai
 from services.gateway.ratelimit import RateLimiter
-from services.gateway.recorder import Recorder
-from services.gateway.requeue import Requeuer
 from services.gateway.routing import add_routes
-from services.gateway.task_feeds import TaskFeeds
+from services.gateway.runs.feed import TaskFeeds
+from services.gateway.runs.recorder import Recorder
+from services.gateway.runs.requeue import Requeuer
 from services.gateway.telemetry import setup_tracing
 from shared.bus.control import ControlPlane
 from shared.contract.heartbeat import Load

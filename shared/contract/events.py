@@ -208,6 +208,8 @@ class DoneEvent(EventBase):
     status: str
     output: Any = None
     error: str | None = None
+    # The error's code, as the terminal `status` before it says: `done` alone ends the record.
+    code: str | None = None
     usage: Usage | None = None
     # Ingestion jobs end with these instead of `output`.
     document_id: str | None = None
@@ -295,11 +297,13 @@ async def finish_task(
     output: Any = None,
     usage: Usage | None = None,
 ) -> None:
-    """End a task's event log in a terminal `status`: the `status` event (what the gateway's
-    recorder moves the row by), then the `done` event (what ends every SSE stream), then wait
-    until both are stored, so a caller that acks or records afterwards never loses the end."""
+    """End a task's event log in a terminal `status`: the `status` event (what a client reading
+    only the status channel sees end), then the `done` event with the result (what ends every
+    SSE stream, and what the gateway's recorder ends the record by: status, output or error and
+    usage in one write), then wait until both are stored, so a caller that acks or records
+    afterwards never loses the end."""
     await events.emit(StatusEvent(task_id=task_id, status=status, error=error, code=code))
-    await events.emit(DoneEvent(task_id=task_id, status=status, output=output, error=error, usage=usage))
+    await events.emit(DoneEvent(task_id=task_id, status=status, output=output, error=error, code=code, usage=usage))
     flush = getattr(events, "flush", None)
     if flush is not None:
         await flush()

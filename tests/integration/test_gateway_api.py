@@ -13,7 +13,7 @@ import jwt
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.records import apply_events
+from services.gateway.runs.records import apply_events
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event_n

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from services.gateway import task_approvals
 from services.gateway.db import Database
 from services.gateway.migrate import upgrade_engine
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.runs import approvals as task_approvals
 from services.gateway.tables import Task
 from shared.bus import Bus
 from shared.bus.events import EventPublisher

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from services.gateway import task_feeds
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.task_feeds import TaskFeeds
+from services.gateway.runs import feed as task_feeds
+from services.gateway.runs.feed import TaskFeeds
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, read_events

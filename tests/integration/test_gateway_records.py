@@ -17,7 +17,7 @@ from sqlmodel import select
 
 from services.gateway.db import Database
 from services.gateway.migrate import upgrade_engine
-from services.gateway.records import apply_events
+from services.gateway.runs.records import apply_events
 from services.gateway.tables import Task, TaskNode, now
 from shared.contract.events import (
     ApprovalDecisionEvent,
@@ -91,11 +91,11 @@ def test_happy_path_and_repeats_are_idempotent(db: Database) -> None:
 def test_out_of_order_and_terminal_states_stick(db: Database) -> None:
     t = new_task(db)
     t0 = now()
-    apply(db, StatusEvent(task_id=t, status="cancelled", ts=t0))
+    apply(db, DoneEvent(task_id=t, status="cancelled", ts=t0))
     task = apply(db, StatusEvent(task_id=t, status="running", ts=t0 - timedelta(seconds=1)))
     assert task.status == "cancelled"
-    task = apply(db, StatusEvent(task_id=t, status="done", ts=t0 + timedelta(seconds=1)))
-    assert task.status == "cancelled", "a terminal state never changes"
+    task = apply(db, DoneEvent(task_id=t, status="done", output={"late": True}, ts=t0 + timedelta(seconds=1)))
+    assert (task.status, task.output) == ("cancelled", None), "a terminal state never changes"
     # A late node.start after its node.end does not regress the node.
     apply(db, NodeEndEvent(task_id=t, node_id="a", status="failed", duration_ms=1, error="x", ts=t0))
     apply(db, NodeStartEvent(task_id=t, node_id="a", kind="agent", ts=t0 - timedelta(seconds=1)))
@@ -112,13 +112,28 @@ def test_waiting_and_retry(db: Database) -> None:
     apply(db, ApprovalDecisionEvent(task_id=t, node_id="a", decision="approve", by="u", ts=t0))
     task = apply(db, StatusEvent(task_id=t, status="running", ts=t0))
     assert task.status == "running" and nodes(db, t)["a"].status == "running"
-    task = apply(db, StatusEvent(task_id=t, status="failed", error="boom", code="x", ts=t0))
-    assert (task.status, task.error) == ("failed", "boom")
+    task = apply(db, DoneEvent(task_id=t, status="failed", error="boom", code="x", ts=t0))
+    assert (task.status, task.error, task.error_code) == ("failed", "boom", "x")
     # The dispatcher's retry run reopens the record (retry counter above the record's).
     task = apply(db, StatusEvent(task_id=t, status="running", retry=1, ts=t0 + timedelta(seconds=5)))
     assert (task.status, task.retry, task.error, task.finished_at) == ("running", 1, None, None)
-    task = apply(db, StatusEvent(task_id=t, status="failed", retry=0, ts=t0))  # stale first run
+    task = apply(db, StatusEvent(task_id=t, status="waiting", retry=0, ts=t0))  # stale first run
     assert task.status == "running"
+
+
+def test_a_terminal_status_is_recorded_with_its_result_in_one_write(db: Database) -> None:
+    """The terminal `status` event moves nothing: applied alone (its `done` in the next batch),
+    the record still says running, so no reader sees the task ended without its output or error."""
+    done, failed = new_task(db, status="running"), new_task(db, status="running")
+    t0 = now()
+    before = apply(db, StatusEvent(task_id=done, status="done", ts=t0))
+    assert (before.status, before.finished_at, before.output) == ("running", None, None)
+    after = apply(db, DoneEvent(task_id=done, status="done", output={"answer": 42}, ts=t0))
+    assert (after.status, after.output) == ("done", {"answer": 42}) and after.finished_at is not None
+    before = apply(db, StatusEvent(task_id=failed, status="failed", error="boom", code="model_error", ts=t0))
+    assert (before.status, before.error, before.error_code) == ("running", None, None)
+    after = apply(db, DoneEvent(task_id=failed, status="failed", error="boom", code="model_error", ts=t0))
+    assert (after.status, after.error, after.error_code) == ("failed", "boom", "model_error")
 
 
 def test_a_node_first_named_by_an_event_without_a_kind_takes_its_kind_from_the_dsl(db: Database) -> None:

@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from services.gateway import task_service
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.ids import new_id
+from services.gateway.runs import submit as task_service
+from services.gateway.runs.submit import requeue_unpublished
 from services.gateway.tables import Task, now
-from services.gateway.task_service import requeue_unpublished
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.control import ControlPlane

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from services.gateway import sse_frames
 from services.gateway.embedded import EmbeddedGateway
+from services.gateway.runs import frames as sse_frames
 from shared.auth_tokens import mint_token
 from shared.bus.events import EventPublisher
 from shared.contract.events import DoneEvent, NodeEndEvent, NodeStartEvent, StatusEvent, TokenEvent

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.task_feeds import TaskFeeds
+from services.gateway.runs.feed import TaskFeeds
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, read_events

@@ -18,8 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.mcp.catalog import ToolCatalog
 from services.gateway.principal import Principal
+from services.gateway.protocols.mcp.catalog import ToolCatalog
 from shared.auth_tokens import mint_token
 from shared.settings import Settings
 from tests.integration.test_tools_support import InProcess, Tools, connected, tools_and_gateway

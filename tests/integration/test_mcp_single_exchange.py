@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from services.gateway.mcp import single_exchange
+from services.gateway.protocols.mcp import single_exchange
 from shared.auth_tokens import mint_token
 from shared.settings import Settings
 from tests.integration.test_tools_support import tools_and_gateway

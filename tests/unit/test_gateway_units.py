@@ -21,7 +21,7 @@ from services.gateway.passwords import hash_password, verify_password
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.ratelimit import LocalWindow
-from services.gateway.sse import resume_point
+from services.gateway.runs.stream import resume_point
 from shared.auth_tokens import InvalidToken, TokenClaims, mint_token, verify_token
 from shared.contract.heartbeat import Heartbeat
 from shared.settings import Settings
@@ -217,8 +217,8 @@ def test_a_new_row_is_the_row_its_model_would_build(tmp_path: Path) -> None:
     """`new_row` skips the model's constructor (its attribute events): the same columns and
     defaults, and the row written from it reads back as that task."""
     from services.gateway.db import Database, insert_row, new_row
+    from services.gateway.runs.submit import TASKS
     from services.gateway.tables import Task, metadata
-    from services.gateway.task_service import TASKS
 
     values = {"id": "t-1", "user_id": "ann", "dsl": {"nodes": []}, "input": {"q": 1}, "guardrail_grey": ["x"]}
     fast, slow = new_row(Task, **values), Task(**values)

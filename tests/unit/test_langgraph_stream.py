@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.langgraph.stream import RunStream, format_id, modes_of, parse_id
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph.stream import RunStream, format_id, modes_of, parse_id
 from shared.contract.events import (
     ApprovalRequestEvent,
     DoneEvent,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from services.gateway.openai_compat.errors import error_body, from_problem
-from services.gateway.openai_compat.request import ChatCompletionRequest, prompt_of
-from services.gateway.openai_compat.start import Started, conversation_wish
-from services.gateway.openai_compat.translate import Translator, answer_of
-from services.gateway.openai_compat.wire import Head
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.openai.errors import error_body, from_problem
+from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of
+from services.gateway.protocols.openai.start import Started, conversation_wish
+from services.gateway.protocols.openai.translate import Translator, answer_of
+from services.gateway.protocols.openai.wire import Head
 from shared.contract.events import (
     ApprovalRequestEvent,
     DoneEvent,

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.gateway.chat.graphs import ANSWER_NODE, OUTPUT_NODE
 from services.gateway.chat.memory import SUMMARY_NODE
+from services.gateway.chat.modes import ANSWER_NODE, OUTPUT_NODE
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.contract.events import (

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 
 from sqlmodel import Session, col, select
 
-from services.gateway import task_service as tasks
 from services.gateway.chat import conversations, memory, messages
 from services.gateway.chat.answers import RunTrace, error_sentence, read_trace
 from services.gateway.chat.runs import next_task
 from services.gateway.chat.states import RUN_TERMINAL, move, path, state_for
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
+from services.gateway.runs import submit as tasks
 from services.gateway.tables import Task
 from shared.bus import Bus
 from shared.bus.events import last_event

@@ -18,16 +18,17 @@ from anyio import from_thread
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
-from services.gateway import task_approvals, users
-from services.gateway import task_service as tasks
+from services.gateway import users
 from services.gateway.chat import conversations, memory, messages
-from services.gateway.chat.graphs import Mode, graph_for
+from services.gateway.chat.modes import Mode, graph_for
 from services.gateway.chat.states import RUN_TERMINAL, move
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.ids import new_id
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.runs import approvals as task_approvals
+from services.gateway.runs import submit as tasks
 from services.gateway.tables import Task, aware
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event_n

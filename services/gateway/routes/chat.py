@@ -16,7 +16,7 @@ from services.gateway.chat.states import RUN_TERMINAL
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.routes.events import SSE_DOC, After, LastEventId
-from services.gateway.sse import resume_point, task_stream
+from services.gateway.runs.stream import resume_point, task_stream
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep
-from services.gateway.sse import ENDPOINT_CHANNELS, resume_point, task_stream
-from services.gateway.task_service import owned_status
+from services.gateway.runs.stream import ENDPOINT_CHANNELS, resume_point, task_stream
+from services.gateway.runs.submit import owned_status
 from shared.contract.task import TERMINAL
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["streaming"])

@@ -22,7 +22,7 @@ from starlette.datastructures import UploadFile
 from services.gateway.deps import BusDep, CurrentUser, Principal
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem, validation_problem
-from services.gateway.sse import event_stream, resume_point
+from services.gateway.runs.stream import event_stream, resume_point
 from shared.bus import Bus
 from shared.bus.tools import ToolClient
 from shared.contract.ingest import INLINE_UPLOAD_MAX, TERMINAL_JOB

@@ -7,13 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from services.gateway import task_approvals
-from services.gateway import task_service as svc
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.problems import ApiProblem
-from services.gateway.sse import task_stream
-from services.gateway.task_feeds import NewTaskFeed
+from services.gateway.runs import approvals as task_approvals
+from services.gateway.runs import submit as svc
+from services.gateway.runs.feed import NewTaskFeed
+from services.gateway.runs.stream import task_stream
 from shared.contract.task import TERMINAL, TaskStatus
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])

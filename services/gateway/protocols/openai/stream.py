@@ -19,13 +19,13 @@ from typing import Any, Final
 
 import anyio
 
-from services.gateway import task_service as tasks
 from services.gateway.db import Database
-from services.gateway.openai_compat.errors import error_body
-from services.gateway.openai_compat.translate import Ending, Translator
-from services.gateway.openai_compat.wire import DONE, PING, Head, sse
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.openai.errors import error_body
+from services.gateway.protocols.openai.translate import Ending, Translator
+from services.gateway.protocols.openai.wire import DONE, PING, Head, sse
+from services.gateway.runs import submit as tasks
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.events import read_events

@@ -11,8 +11,8 @@ from sqlmodel import Session, select
 from services.gateway.db import Database
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.runs.submit import load_owned
 from services.gateway.tables import Task, TaskNode
-from services.gateway.task_service import load_owned
 from shared.bus import Bus
 from shared.bus.events import last_event, last_event_n, read_events
 from shared.contract.events import ApprovalDecisionEvent, ApprovalRequestEvent, NodeEndEvent, StatusEvent

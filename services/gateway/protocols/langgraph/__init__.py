@@ -3,7 +3,7 @@
 
 from fastapi import FastAPI
 
-from services.gateway.langgraph.routes import PREFIX, router
+from services.gateway.protocols.langgraph.routes import PREFIX, router
 from services.gateway.routing import add_routes
 
 

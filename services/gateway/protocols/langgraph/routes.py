@@ -12,15 +12,15 @@ from sse_starlette import EventSourceResponse
 
 from services.gateway.db import Database
 from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
-from services.gateway.langgraph import assistants, catchup, runs, threads
-from services.gateway.langgraph.auth import LgUser
-from services.gateway.langgraph.guard import check_question
-from services.gateway.langgraph.stream import FrameId, frames, parse_id
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
+from services.gateway.protocols.langgraph import assistants, catchup, runs, threads
+from services.gateway.protocols.langgraph.auth import LgUser
+from services.gateway.protocols.langgraph.guard import check_question
+from services.gateway.protocols.langgraph.stream import FrameId, frames, parse_id
 from services.gateway.routes.events import SSE_DOC
-from services.gateway.sse import sse_response
-from services.gateway.sse_frames import batched
+from services.gateway.runs.frames import batched
+from services.gateway.runs.stream import sse_response
 from shared.bus import Bus
 
 PREFIX = "/lg"

@@ -16,14 +16,14 @@ from typing import Any, Final
 
 from sqlmodel import Session
 
-from services.gateway import task_service as tasks
 from services.gateway.chat import conversations, messages, runs
-from services.gateway.chat.graphs import Mode, graph_for
+from services.gateway.chat.modes import Mode, graph_for
 from services.gateway.db import Database
-from services.gateway.openai_compat.assistants import Assistant
-from services.gateway.openai_compat.request import Prompt
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.openai.assistants import Assistant
+from services.gateway.protocols.openai.request import Prompt
+from services.gateway.runs import submit as tasks
 from shared.bus import Bus
 from shared.contract.task import TaskOptions
 

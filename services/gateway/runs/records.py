@@ -4,6 +4,11 @@ Idempotent and order-tolerant: a repeated or out-of-order status transition is i
 (`can_transition`), node rows never regress from a finished state to an older one, and events of
 a superseded run (`retry` lower than the record's) are dropped.
 
+A task ends by its `done` event alone, which carries the result: its terminal status, output or
+error and usage become visible together, in one write. The terminal `status` event just before
+it moves nothing (the two may be applied in different batches, and a reader between them would
+see a task ended without its result).
+
 The rows are read and written with SQLAlchemy Core, as plain records: the recorder applies every
 task's status and node events, and building ORM objects for them (each attribute set through
 pydantic and SQLAlchemy's instrumentation, then the unit of work's flush) cost the gateway about
@@ -202,29 +207,26 @@ def _apply(batch: _Batch, task: _TaskRecord, event: AnyEvent) -> bool:
     if _stale_run(task, event):
         return False
     if isinstance(event, StatusEvent):
+        if event.status in TERMINAL:
+            return False  # the `done` that follows ends the record, with the result
         changed = _set_status(task, event.status, event)
         if changed and event.status == "running":
             if event.chain_revision is not None:
                 task.chain_revision = event.chain_revision
             if event.prompt_versions is not None:
                 task.prompt_versions = event.prompt_versions
-        if changed and event.status in TERMINAL and event.error:
-            task.error, task.error_code = event.error, event.code
         if changed and event.usage is not None:  # usage so far (a parked task); `done` has the total
             task.usage = event.usage.model_dump(mode="json")
         return changed
     if isinstance(event, DoneEvent):
-        was_terminal = task.status in TERMINAL
-        changed = _set_status(task, event.status, event)
-        # `done` carries the result; it may follow its own terminal `status` event.
-        if changed or (was_terminal and task.status == event.status and task.output is None):
-            task.output = event.output
-            if event.usage is not None:
-                task.usage = event.usage.model_dump(mode="json")
-            if event.error:
-                task.error = event.error
-            return True
-        return changed
+        if not _set_status(task, event.status, event):
+            return False
+        task.output = event.output
+        if event.usage is not None:
+            task.usage = event.usage.model_dump(mode="json")
+        if event.error:
+            task.error, task.error_code = event.error, event.code
+        return True
     if isinstance(event, ErrorEvent):
         if event.node_id:
             batch.node(task, event.node_id).error = event.message

@@ -4,7 +4,7 @@ assistants of Agentix with the API's bearer token as its API key (see docs/API.m
 
 from fastapi import FastAPI
 
-from services.gateway.openai_compat.routes import router
+from services.gateway.protocols.openai.routes import router
 from services.gateway.routing import add_routes
 
 

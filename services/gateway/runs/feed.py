@@ -36,7 +36,7 @@ from nats.aio.subscription import Subscription
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
-from services.gateway import sse_frames
+from services.gateway.runs import frames as sse_frames
 from services.gateway.tables import Task
 from shared.aio import cancel_and_wait
 from shared.bus import Bus

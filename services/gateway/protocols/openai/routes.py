@@ -9,13 +9,13 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
-from services.gateway.openai_compat import assistants, start, stream
-from services.gateway.openai_compat.access import Caller, guard
-from services.gateway.openai_compat.errors import OpenAIRoute
-from services.gateway.openai_compat.request import ChatCompletionRequest, prompt_of
-from services.gateway.openai_compat.translate import Translator
-from services.gateway.openai_compat.wire import Head
-from services.gateway.sse import HEADERS
+from services.gateway.protocols.openai import assistants, start, stream
+from services.gateway.protocols.openai.access import Caller, guard
+from services.gateway.protocols.openai.errors import OpenAIRoute
+from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of
+from services.gateway.protocols.openai.translate import Translator
+from services.gateway.protocols.openai.wire import Head
+from services.gateway.runs.stream import HEADERS
 
 # Not in /openapi.json, whose errors are problem+json: OpenAI's API reference describes these.
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, include_in_schema=False)

@@ -8,7 +8,7 @@ import asyncio
 import logging
 
 from services.gateway.db import Database
-from services.gateway.task_service import requeue_unpublished
+from services.gateway.runs.submit import requeue_unpublished
 from shared.aio import cancel_and_wait, wait_set
 from shared.bus import Bus
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from services.gateway.chat.answers import RunTrace, error_sentence
-from services.gateway.chat.graphs import ANSWER_NODE
-from services.gateway.langgraph import messages
+from services.gateway.chat.modes import ANSWER_NODE
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph import messages
 from shared.bus import Bus
 from shared.bus.events import last_event, read_events
 from shared.contract.events import (

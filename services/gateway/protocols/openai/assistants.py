@@ -11,7 +11,7 @@ from typing import Any, Final, cast
 
 from sqlmodel import Session, col, select
 
-from services.gateway.chat.graphs import MODES, Mode
+from services.gateway.chat.modes import MODES, Mode
 from services.gateway.dsl import check_input
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem

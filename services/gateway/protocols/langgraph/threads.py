@@ -10,15 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from services.gateway.chat import conversations
-from services.gateway.chat.graphs import MODES, Mode
+from services.gateway.chat.modes import MODES, Mode
 from services.gateway.chat.runs import going
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
-from services.gateway.langgraph import catchup, messages
-from services.gateway.langgraph.stream import interrupt_of
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph import catchup, messages
+from services.gateway.protocols.langgraph.stream import interrupt_of
 from services.gateway.tables import aware
 from shared.bus import Bus
 from shared.bus.events import last_event

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-from services.gateway.openai_compat.translate import Delta, Ending, Translator
+from services.gateway.protocols.openai.translate import Delta, Ending, Translator
 from shared.contract.models import Usage
 
 DONE: Final = b"data: [DONE]\n\n"

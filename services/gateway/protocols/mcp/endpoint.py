@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-    from services.gateway.mcp.server import McpTools
+    from services.gateway.protocols.mcp.server import McpTools
 
 PATH = "/mcp"
 # The SDK logs every stateless request's transport teardown at INFO; the access log has the request.
@@ -84,7 +84,7 @@ class McpTransport:
             if self._sessions is None and not self._closing.is_set():
                 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-                from services.gateway.mcp.server import McpTools, build_server
+                from services.gateway.protocols.mcp.server import McpTools, build_server
 
                 tools = McpTools(self.app)
                 server = build_server(tools)
@@ -101,7 +101,7 @@ class McpTransport:
                      send: Send) -> None:  # fmt: skip
         """One POST: a handshake-era POST of one request in its own task (`single_exchange`),
         everything else by the SDK's transport."""
-        from services.gateway.mcp.single_exchange import serve_single
+        from services.gateway.protocols.mcp.single_exchange import serve_single
 
         assert self._server is not None  # set with `sessions`
         rest = await serve_single(self._server, scope, receive, send)

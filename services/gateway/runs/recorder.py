@@ -12,7 +12,7 @@ from nats.aio.msg import Msg
 
 from services.gateway.db import Database
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.records import apply_events
+from services.gateway.runs.records import apply_events
 from shared.bus import Bus
 from shared.bus.pull import PullLoop
 from shared.contract.events import AnyEvent, parse_event

@@ -14,8 +14,8 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.problems import ApiProblem
-from services.gateway.sse_frames import Added, batched, frame
-from services.gateway.task_feeds import TaskFeeds
+from services.gateway.runs.feed import TaskFeeds
+from services.gateway.runs.frames import Added, batched, frame
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.contract.base import utcnow

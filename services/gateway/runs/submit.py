@@ -23,7 +23,7 @@ from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.records import apply_events
+from services.gateway.runs.records import apply_events
 from services.gateway.tables import IdempotencyKey, Task, TaskNode, Workflow, aware, now
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event, last_event_n, read_events

@@ -17,10 +17,10 @@ from services.gateway.chat import conversations
 from services.gateway.chat import runs as chat_runs
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
-from services.gateway.langgraph import assistants, catchup, messages, threads
-from services.gateway.langgraph.stream import RunStream, final_state, modes_of
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph import assistants, catchup, messages, threads
+from services.gateway.protocols.langgraph.stream import RunStream, final_state, modes_of
 from services.gateway.tables import Task, aware
 from shared.bus import Bus
 from shared.bus.events import last_event

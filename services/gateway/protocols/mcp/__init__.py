@@ -1,5 +1,5 @@
 """Agentix as an MCP server: `/mcp` on the gateway (see docs/API.md, "MCP")."""
 
-from services.gateway.mcp.endpoint import mount_mcp
+from services.gateway.protocols.mcp.endpoint import mount_mcp
 
 __all__ = ["mount_mcp"]

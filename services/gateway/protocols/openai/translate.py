@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.gateway.chat.answers import error_sentence
-from services.gateway.chat.graphs import OUTPUT_NODE, PLAN_NODE
-from services.gateway.openai_compat.errors import error_body
-from services.gateway.openai_compat.start import Started
+from services.gateway.chat.modes import OUTPUT_NODE, PLAN_NODE
+from services.gateway.protocols.openai.errors import error_body
+from services.gateway.protocols.openai.start import Started
 from shared.contract.events import (
     AnyEvent,
     ApprovalRequestEvent,

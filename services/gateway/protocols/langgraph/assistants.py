@@ -10,7 +10,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
-from services.gateway.chat.graphs import MODES, Mode
+from services.gateway.chat.modes import MODES, Mode
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
