@@ -240,7 +240,7 @@ class Worker:
             missing = ", ".join(listing.missing)
             error = f"{exc} (tool services that did not answer: {missing})" if waiting else str(exc)
             log.info("task %s does not compile: %s", task.task_id, error)
-            await finish_task(events, task.task_id, "failed", error=error, code=exc.code)
+            await finish_task(events, task.task_id, "failed", error=error, code=exc.code, retry=task.retry)
             await self._ack_final(delivery, task.task_id, "failed")
             return None
         # A resumed, redelivered or retried task runs with the chain it started with.
@@ -366,7 +366,8 @@ class Worker:
                  "(its dispatcher kept dying or failing)")
         events = EventPublisher(self.bus, task_id,
                                 start_n=max(cp.event_n if cp else 0, await last_event_n(self.bus, task_id)))
-        await finish_task(events, task_id, "failed", error=error, code="redelivery_exhausted")
+        await finish_task(events, task_id, "failed", error=error, code="redelivery_exhausted",
+                          retry=cp.retry if cp else 0)
         # A terminal checkpoint makes any stray redelivery a no-op; a retry resumes from it.
         cp = cp or Checkpoint(task_id=task_id)
         cp.status, cp.error, cp.code, cp.event_n = "failed", error, "redelivery_exhausted", events.n

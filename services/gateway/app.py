@@ -17,7 +17,7 @@ from services.gateway.admin.control_publisher import ControlPublisher
 from services.gateway.admission import record_verdict
 from services.gateway.audit import write_audit
 from services.gateway.auth import VerifiedTokens
-from services.gateway.chat.progress import ChatProgress
+from services.gateway.chat.queue import ConversationQueue
 from services.gateway.db import Database
 from services.gateway.guardrail import Guardrail, Verdict
 from services.gateway.instances import InstanceRegistry
@@ -39,7 +39,8 @@ from services.gateway.protocols.mcp import mount_mcp
 from services.gateway.protocols.openai import mount_openai
 from services.gateway.ratelimit import RateLimiter
 from services.gateway.routing import add_routes
-from services.gateway.runs.feed import TaskFeeds
+from services.gateway.runs.feed import RunFeeds
+from services.gateway.runs.recorded import RecordWatch
 from services.gateway.runs.recorder import Recorder
 from services.gateway.runs.requeue import Requeuer
 from services.gateway.telemetry import setup_tracing
@@ -81,17 +82,23 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             st.instances = InstanceRegistry(bus)
             await st.instances.start()
             host.on_drain("instance registry", st.instances.stop)
-            st.recorder = Recorder(bus, st.db, st.metrics, after=ChatProgress(bus, st.db),
-                                   linger_s=settings.recorder_linger_ms / 1000)
+            st.recorder = Recorder(bus, st.db, st.metrics, linger_s=settings.recorder_linger_ms / 1000)
             await st.recorder.start()
             host.on_drain("event recorder", st.recorder.stop)
+            st.conversation_queue = ConversationQueue(bus, st.db)
+            await st.conversation_queue.start()
+            host.on_drain("conversation queue", st.conversation_queue.stop)
+            st.record_watch = RecordWatch(bus)
+            await st.record_watch.start()
+            host.on_drain("record watch", st.record_watch.stop)
             st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
             st.requeuer.start()
             host.on_drain("requeuer", st.requeuer.stop)
-            # One read of each live task's events shared by all its SSE clients; drained first
-            # (steps run newest first), so its consumers are gone before the instance leaves.
-            st.task_feeds = TaskFeeds(bus)
-            host.on_drain("task feeds", st.task_feeds.close)
+            # One read of each live run's events shared by all its clients, whatever their protocol;
+            # drained first (steps run newest first), so its consumers are gone before the
+            # instance leaves.
+            st.run_feeds = RunFeeds(bus)
+            host.on_drain("run feeds", st.run_feeds.close)
 
             async def checks() -> dict[str, Any]:
                 from services.gateway.readiness import readiness
@@ -103,7 +110,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             await host.serve()
             yield
     finally:
-        st.bus = st.task_feeds = None
+        st.bus = st.run_feeds = st.record_watch = None
         await st.limiter.close()
         await st.db.drain()
         st.db.close()
@@ -187,7 +194,7 @@ def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) 
     st.db = db
     st.verified_tokens = VerifiedTokens()
     st.bus = None
-    st.task_feeds = None  # set with the bus (lifespan)
+    st.run_feeds = st.record_watch = None  # set with the bus (lifespan)
     st.metrics = GatewayMetrics()
     st.limiter = RateLimiter(settings.rate_limit_per_min, _make_redis(settings), settings.redis_key_prefix)
     st.guardrail = Guardrail.from_settings(settings)

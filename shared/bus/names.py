@@ -48,6 +48,15 @@ class Subjects:
     def live(self, task_id: str) -> str:
         return f"{self.prefix}.live.{task_id}.>"
 
+    def recorded(self, run_id: str) -> str:
+        """Announced (core NATS, empty) by a gateway once it committed a change to the records of
+        a task or chat run: readers that must not answer ahead of a record wait for it."""
+        return f"{self.prefix}.recorded.{run_id}"
+
+    @property
+    def recorded_all(self) -> str:
+        return f"{self.prefix}.recorded.*"
+
     def tool(self, service: ToolService, tool: str) -> str:
         return f"{self.prefix}.tools.{service}.{tool}"
 
@@ -109,6 +118,7 @@ class Names:
 
     dispatcher_consumer: str = "dispatcher"
     recorder_consumer: str = "recorder"
+    chat_consumer: str = "chat"
     ingest_consumer: str = "ingest"
 
     @staticmethod

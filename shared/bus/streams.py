@@ -185,6 +185,21 @@ async def declare_all(js: JetStreamContext, settings: CommonSettings) -> None:
             max_ack_pending=1000,
         ),
     )
+    # The conversation queue (the gateway's chat runs): the status channel alone, where a run's
+    # `running`, `waiting` and `done` are.
+    await _ensure_consumer(
+        target,
+        n.events_stream,
+        ConsumerConfig(
+            durable_name=n.chat_consumer,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subject=f"{s.prefix}.events.*.status",
+            ack_wait=30.0,
+            max_deliver=20,
+            max_ack_pending=1000,
+        ),
+    )
 
     await _work_queue(
         target, n.ingest_stream, [s.ingest_jobs], n.ingest_consumer,

@@ -211,6 +211,9 @@ class DoneEvent(EventBase):
     # The error's code, as the terminal `status` before it says: `done` alone ends the record.
     code: str | None = None
     usage: Usage | None = None
+    # The run of the task it ends, when the task was retried (a late `done` of an earlier run
+    # must not end the retry's record).
+    retry: int | None = None
     # Ingestion jobs end with these instead of `output`.
     document_id: str | None = None
     chunks: int | None = None
@@ -296,6 +299,7 @@ async def finish_task(
     code: str | None = None,
     output: Any = None,
     usage: Usage | None = None,
+    retry: int = 0,
 ) -> None:
     """End a task's event log in a terminal `status`: the `status` event (what a client reading
     only the status channel sees end), then the `done` event with the result (what ends every
@@ -303,7 +307,8 @@ async def finish_task(
     usage in one write), then wait until both are stored, so a caller that acks or records
     afterwards never loses the end."""
     await events.emit(StatusEvent(task_id=task_id, status=status, error=error, code=code))
-    await events.emit(DoneEvent(task_id=task_id, status=status, output=output, error=error, code=code, usage=usage))
+    await events.emit(DoneEvent(task_id=task_id, status=status, output=output, error=error, code=code, usage=usage,
+                                retry=retry or None))
     flush = getattr(events, "flush", None)
     if flush is not None:
         await flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
@@ -13,13 +14,15 @@ import jwt
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.runs.records import apply_events
+from services.gateway.runs.recorder import Recorder
+from services.gateway.tables import Task
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event_n
 from shared.contract.events import ApprovalRequestEvent, DoneEvent, StatusEvent
 from shared.contract.task import ResumeMessage, TaskMessage
 from shared.settings import Settings
+from tests.support.wait import eventually
 
 DSL: dict[str, Any] = {
     "version": "1",
@@ -320,30 +323,56 @@ async def test_task_lifecycle_follows_events(gw: EmbeddedGateway, alice: httpx.A
     assert nodes["ans"]["status"] == "done" and nodes["ans"]["kind"] == "agent"
     assert nodes["in"]["status"] == "pending"
 
-    done_list = (await alice.get("/api/v1/tasks?status=done")).json()["items"]
-    assert [t["id"] for t in done_list] == [task_id]
+    async def listed_done() -> bool:  # lists and actions follow the record, which the recorder writes
+        done_list = (await alice.get("/api/v1/tasks?status=done")).json()["items"]
+        return [t["id"] for t in done_list] == [task_id]
+
+    await eventually(listed_done)
     assert_problem(await alice.post(f"/api/v1/tasks/{task_id}/cancel"), 409)
     assert_problem(await alice.post(f"/api/v1/tasks/{task_id}/retry"), 409)
     assert_problem(await alice.post(f"/api/v1/tasks/{task_id}/approval", json={"decision": "approve"}), 409)
 
 
+@contextlib.asynccontextmanager
+async def recorder_paused(gw: EmbeddedGateway) -> AsyncIterator[Recorder]:
+    """The gateway's recorder stopped; the one yielded records what it missed once started."""
+    st = gw.app.state
+    await st.recorder.stop()
+    resumed = Recorder(st.bus, st.db)
+    try:
+        yield resumed
+    finally:
+        await resumed.stop()
+
+
+async def waiting_for_the_record(gw: EmbeddedGateway, task_id: str, readers: int = 1) -> None:
+    async def waiting() -> bool:
+        return len(gw.app.state.record_watch._waiters.get(task_id, ())) == readers
+
+    await eventually(waiting)
+
+
 async def test_task_view_is_never_behind_its_stream(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
-    """A client that read `done` on the stream and then fetches the task sees it done, even when
-    the recorder has not caught up (here: it is stopped)."""
+    """A client that read `done` on the stream and then fetches the task sees it done: the view
+    waits for the recorder (here: stopped until the view waits) — and writes nothing itself."""
     from shared.contract.events import NodeEndEvent, NodeStartEvent
 
-    await gw.app.state.recorder.stop()
-    task_id = await submit(alice)
-    pub = EventPublisher(gw.app.state.bus, task_id)
-    await pub.emit(StatusEvent(task_id=task_id, status="running", chain_revision=4))
-    await pub.flush()
-    assert (await alice.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "running"
-    await pub.emit(NodeStartEvent(task_id=task_id, node_id="ans", kind="agent"))
-    await pub.emit(NodeEndEvent(task_id=task_id, node_id="ans", status="done", duration_ms=3.0, output_preview="Hi"))
-    await pub.emit(StatusEvent(task_id=task_id, status="done"))
-    await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "Hi"}))
-    await pub.flush()
-    body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
+    async with recorder_paused(gw) as recorder:
+        task_id = await submit(alice)
+        pub = EventPublisher(gw.app.state.bus, task_id)
+        await pub.emit(StatusEvent(task_id=task_id, status="running", chain_revision=4))
+        await pub.emit(NodeStartEvent(task_id=task_id, node_id="ans", kind="agent"))
+        await pub.emit(NodeEndEvent(task_id=task_id, node_id="ans", status="done", duration_ms=3.0,
+                                    output_preview="Hi"))
+        await pub.emit(StatusEvent(task_id=task_id, status="done"))
+        await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "Hi"}))
+        await pub.flush()
+        viewing = asyncio.create_task(alice.get(f"/api/v1/tasks/{task_id}"))
+        await waiting_for_the_record(gw, task_id)
+        recorded = await gw.app.state.db.run(lambda s: s.get(Task, task_id))
+        assert (recorded.status, recorded.output) == ("submitted", None)  # the reader wrote nothing
+        await recorder.start()
+        body = (await viewing).json()
     assert body["status"] == "done" and body["output"] == {"out": "Hi"} and body["finished_at"]
     assert body["chain_revision"] == 4
     assert {n["id"]: n["status"] for n in body["nodes"]}["ans"] == "done"
@@ -351,28 +380,10 @@ async def test_task_view_is_never_behind_its_stream(gw: EmbeddedGateway, alice: 
     assert [t["id"] for t in listed] == [task_id]
 
 
-async def test_a_task_recorded_ended_but_not_yet_its_done_shows_the_output(
-        gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
-    """The recorder applied the terminal `status` event, not yet the `done` after it that carries
-    the output: the row already says `done`, and the view must not show it without its output."""
-    await gw.app.state.recorder.stop()
-    task_id = await submit(alice)
-    pub = EventPublisher(gw.app.state.bus, task_id)
-    recorded = [await pub.emit(StatusEvent(task_id=task_id, status="running")),
-                await pub.emit(StatusEvent(task_id=task_id, status="done"))]
-    await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "Hi"}))
-    await pub.flush()
-    await gw.app.state.db.run(apply_events, recorded)  # the recorder's batch ended here
-    body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
-    assert (body["status"], body["output"]) == ("done", {"out": "Hi"})
-
-
-async def test_concurrent_catch_ups_do_not_collide(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
-    """Several readers (and the recorder) may catch the same task up at once: each gets the view."""
+async def test_many_readers_wait_for_one_recorder(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
     from shared.contract.events import NodeEndEvent, NodeStartEvent
 
-    await gw.app.state.recorder.stop()
-    for _ in range(3):
+    async with recorder_paused(gw) as recorder:
         task_id = await submit(alice)
         pub = EventPublisher(gw.app.state.bus, task_id)
         await pub.emit(StatusEvent(task_id=task_id, status="running"))
@@ -381,25 +392,30 @@ async def test_concurrent_catch_ups_do_not_collide(gw: EmbeddedGateway, alice: h
             await pub.emit(NodeEndEvent(task_id=task_id, node_id=node, status="done", duration_ms=1.0))
         await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "ok"}))
         await pub.flush()
-        views = await asyncio.gather(*(alice.get(f"/api/v1/tasks/{task_id}") for _ in range(12)))
-        assert [v.status_code for v in views] == [200] * 12
-        assert {v.json()["status"] for v in views} <= {"running", "done"}
-        final = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
-        assert final["status"] == "done" and {n["status"] for n in final["nodes"]} == {"done"}
+        views = [asyncio.create_task(alice.get(f"/api/v1/tasks/{task_id}")) for _ in range(12)]
+        await waiting_for_the_record(gw, task_id, readers=12)
+        await recorder.start()
+        bodies = [(await v).json() for v in views]
+    assert {b["status"] for b in bodies} == {"done"}
+    assert all({n["status"] for n in b["nodes"]} == {"done"} for b in bodies)
 
 
-async def test_task_view_catches_up_with_a_retried_run_only(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> None:
-    """Catching up replays the current run's events, never the earlier run's over the retry."""
+async def test_task_view_of_a_retried_task_waits_for_the_retry_alone(gw: EmbeddedGateway,
+                                                                     alice: httpx.AsyncClient) -> None:
+    """The first run's ending in the log says nothing about the retry: the view does not wait for
+    it; the retry's own ending is waited for."""
     task_id, pub, _ = await failed_task(gw, alice)
     assert (await alice.post(f"/api/v1/tasks/{task_id}/retry")).status_code == 202
-    assert (await alice.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "submitted"
-
-    await gw.app.state.recorder.stop()
-    await pub.emit(StatusEvent(task_id=task_id, status="running", retry=1))
-    await pub.emit(StatusEvent(task_id=task_id, status="done"))
-    await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "second time"}))
-    await pub.flush()
-    body = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
+    async with recorder_paused(gw) as recorder:
+        assert (await alice.get(f"/api/v1/tasks/{task_id}")).json()["status"] == "submitted"
+        await pub.emit(StatusEvent(task_id=task_id, status="running", retry=1))
+        await pub.emit(StatusEvent(task_id=task_id, status="done"))
+        await pub.emit(DoneEvent(task_id=task_id, status="done", output={"out": "second time"}, retry=1))
+        await pub.flush()
+        viewing = asyncio.create_task(alice.get(f"/api/v1/tasks/{task_id}"))
+        await waiting_for_the_record(gw, task_id)
+        await recorder.start()
+        body = (await viewing).json()
     assert (body["status"], body["retry"], body["error"]) == ("done", 1, None)
     assert body["output"] == {"out": "second time"}
 
@@ -468,6 +484,7 @@ async def failed_task(gw: EmbeddedGateway, alice: httpx.AsyncClient) -> tuple[st
     pub = EventPublisher(gw.app.state.bus, task_id)
     await pub.emit(StatusEvent(task_id=task_id, status="running"))
     await pub.emit(StatusEvent(task_id=task_id, status="failed", error="model down", code="unavailable"))
+    await pub.emit(DoneEvent(task_id=task_id, status="failed", error="model down", code="unavailable"))
     await pub.flush()
     return task_id, pub, await wait_status(alice, task_id, "failed")
 

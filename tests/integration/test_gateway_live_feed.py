@@ -13,7 +13,7 @@ import pytest
 
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.runs import feed as task_feeds
-from services.gateway.runs.feed import TaskFeeds
+from services.gateway.runs.feed import RunFeeds
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, read_events
@@ -28,7 +28,7 @@ async def consumers(bus: Bus) -> int:
 
 async def test_a_task_submitted_and_followed_in_one_request_needs_no_consumer(gw: EmbeddedGateway) -> None:
     bus: Bus = gw.app.state.bus
-    before = await consumers(bus)  # the recorder's
+    before = await consumers(bus)  # the recorder's and the conversation queue's
     headers = {"Authorization": f"Bearer {mint_token(gw.settings, 'alice')}"}
     async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=20) as client:
         async with client.stream("POST", "/api/v1/tasks/stream", json={"dsl": DSL, "input": {"text": "q"}}) as resp:
@@ -49,31 +49,29 @@ async def test_a_task_submitted_and_followed_in_one_request_needs_no_consumer(gw
     assert [f.id for f in live] == stored  # the ids are the stream sequences, as GET …/events gives
 
 
-async def collect(feeds: TaskFeeds, task_id: str) -> list[tuple[int, str]]:
+async def collect(feeds: RunFeeds, task_id: str) -> list[tuple[int, str]]:
     """What a client of the task's feed gets: (stream sequence, event type) until `done`."""
     out: list[tuple[int, str]] = []
-    async for body in feeds.frames(task_id, 0, None):
-        for frame in body.decode().strip().split("\n\n"):
-            lines = dict(line.split(": ", 1) for line in frame.splitlines())
-            out.append((int(lines["id"]), lines["event"]))
+    async for batch in feeds.follow(task_id, 0):
+        out.extend((entry.seq, entry.event.type) for entry in batch)
     return out
 
 
 @pytest.fixture
-async def feeds(bus: Bus) -> AsyncIterator[TaskFeeds]:
-    opened = TaskFeeds(bus)
+async def feeds(bus: Bus) -> AsyncIterator[RunFeeds]:
+    opened = RunFeeds(bus)
     yield opened
     await opened.close()
 
 
 async def test_events_stored_before_the_feed_subscribed_are_read_from_the_stream(
-    bus: Bus, feeds: TaskFeeds
+    bus: Bus, feeds: RunFeeds
 ) -> None:
     publisher = EventPublisher(bus, "t_missed")
     await publisher.emit(StatusEvent(task_id="t_missed", status="running"))
     await publisher.emit(NodeStartEvent(task_id="t_missed", node_id="ans", kind="agent"))
     await publisher.flush()  # stored and republished with nobody listening: the feed never sees them
-    await feeds.open_for_new_task("t_missed")
+    await feeds.open_for_new_run("t_missed")
     reader = asyncio.create_task(collect(feeds, "t_missed"))
     await publisher.emit(TokenEvent(task_id="t_missed", node_id="ans", text="x"))  # n=3: two are missing
     await publisher.emit(StatusEvent(task_id="t_missed", status="done"))
@@ -85,11 +83,11 @@ async def test_events_stored_before_the_feed_subscribed_are_read_from_the_stream
 
 
 async def test_a_last_event_the_feed_missed_is_found_after_a_quiet_spell(
-    bus: Bus, feeds: TaskFeeds, monkeypatch: pytest.MonkeyPatch
+    bus: Bus, feeds: RunFeeds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(task_feeds, "LIVE_CHECK_S", 0.2)
     publisher = EventPublisher(bus, "t_quiet")
-    await feeds.open_for_new_task("t_quiet")
+    await feeds.open_for_new_run("t_quiet")
     reader = asyncio.create_task(collect(feeds, "t_quiet"))
     await publisher.emit(StatusEvent(task_id="t_quiet", status="running"))
     await publisher.flush()
@@ -110,9 +108,9 @@ async def test_a_last_event_the_feed_missed_is_found_after_a_quiet_spell(
     assert [kind for _, kind in got] == ["status", "status", "done"]
 
 
-async def test_a_feed_opened_for_a_task_that_was_not_queued_is_let_go(bus: Bus, feeds: TaskFeeds) -> None:
+async def test_a_feed_opened_for_a_task_that_was_not_queued_is_let_go(bus: Bus, feeds: RunFeeds) -> None:
     subscriptions = len(bus.nc._subs)
-    await feeds.open_for_new_task("t_unqueued")
+    await feeds.open_for_new_run("t_unqueued")
     assert len(bus.nc._subs) == subscriptions + 1
     feeds.release("t_unqueued")
     assert "t_unqueued" not in feeds.feeds

@@ -150,7 +150,7 @@ def test_a_node_first_named_by_an_event_without_a_kind_takes_its_kind_from_the_d
 
 def test_events_of_unknown_tasks_are_ignored(db: Database) -> None:
     with db.session() as s:
-        assert apply_events(s, [StatusEvent(task_id="job_x", status="running")]) == 0
+        assert apply_events(s, [StatusEvent(task_id="job_x", status="running")]) == set()
 
 
 def test_postgres_url_forms_are_accepted(pg_url: str) -> None:

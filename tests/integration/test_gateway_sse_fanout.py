@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.runs.feed import TaskFeeds
+from services.gateway.runs.feed import RunFeeds
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, read_events
@@ -73,9 +73,9 @@ def bus_of(gw: EmbeddedGateway) -> Bus:
     return gw.app.state.bus
 
 
-def feeds_of(gw: EmbeddedGateway) -> TaskFeeds:
+def feeds_of(gw: EmbeddedGateway) -> RunFeeds:
     assert gw.app is not None
-    return gw.app.state.task_feeds
+    return gw.app.state.run_feeds
 
 
 async def consumers_of(bus: Bus, task_id: str, read: bool = False) -> int:

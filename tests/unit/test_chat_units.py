@@ -10,8 +10,8 @@ import pytest
 from services.gateway.chat.answers import RunTrace, error_sentence
 from services.gateway.chat.memory import FOLD_AT, WINDOW, made_summary, plan, window
 from services.gateway.chat.modes import MODES, graph_for
-from services.gateway.chat.progress import end_run, follow
-from services.gateway.chat.states import RUN_TERMINAL, can_move, move, path, state_for
+from services.gateway.chat.queue import end_run
+from services.gateway.chat.states import RUN_TERMINAL, can_move, follow, move, path, state_for
 from services.gateway.chat.tables import ChatRun
 from shared.contract.validate import validate_dsl
 

@@ -50,11 +50,11 @@ def test_an_approval_is_an_interrupt_and_a_failure_an_error() -> None:
     stream = run_stream("values", "updates")
     request = ApprovalRequestEvent(task_id="t_1", node_id="approve", message="Approve this plan?", n=7)
     assert stream.frames(request) == []  # whether it still waits is the reader's question
-    (u, update), (v, values), end = stream.interrupted(request)
+    (u, update), (v, values) = stream.interrupted(request)  # then `end`, which closes the stream
     interrupt = {"value": {"kind": "approval", "message": "Approve this plan?", "node_id": "approve",
                            "run_id": "t_1"}, "id": "t_1:approve"}
     assert (u, update) == ("updates", {"__interrupt__": [interrupt]})
-    assert v == "values" and values["__interrupt__"] == [interrupt] and end == ("end", None)
+    assert v == "values" and values["__interrupt__"] == [interrupt]
 
     call = ApprovalRequestEvent(task_id="t_1", node_id="ans", message="Run wipe?", call_id="c2", tool="wipe",
                                 args={"path": "/tmp"}, n=9)

@@ -95,4 +95,4 @@ class RunState:
                            code: str | None) -> None:
         """The terminal events of the task: `status`, `done`, then a flush of the sink."""
         await finish_task(self.deps.events, self.task.task_id, status, output=output, error=error, code=code,
-                          usage=self.cp.usage)
+                          usage=self.cp.usage, retry=self.task.retry)

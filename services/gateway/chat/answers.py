@@ -1,6 +1,7 @@
 """What a finished run leaves in its conversation, read back from the run's event log (the
 task's events stream): the final answer, or the partial text the user saw, the tool steps, the
-thinking, usage and model — and, for a failure, a clear sentence saying why."""
+thinking, usage and model — and, for a failure, a clear sentence saying why; written as the
+assistant's side of the turn (`write_answer`) and the conversation's running summary."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlmodel import Session
+
+from services.gateway.chat import memory, messages
 from services.gateway.chat.memory import SUMMARY_NODE
 from services.gateway.chat.modes import ANSWER_NODE, OUTPUT_NODE
+from services.gateway.chat.tables import ChatRun, Conversation
+from services.gateway.tables import Task
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.contract.events import (
@@ -123,3 +129,27 @@ def error_event(event: AnyEvent) -> ErrorEvent | None:
         return None
     return ErrorEvent(task_id=event.task_id, n=event.n, ts=event.ts, code=event.code or event.status,
                       message=error_sentence(event.status, event.code, event.error))
+
+
+def write_answer(session: Session, run: ChatRun, trace: RunTrace) -> None:
+    """The assistant's side of the turn: the answer; or what was shown of it (`interrupted`,
+    with the tool steps so far) and, for a failure, an `error` message saying why."""
+    fields = {"tool_events": trace.tool_events, "thinking": trace.thinking_text, "usage": trace.usage,
+              "model": trace.model}
+    if run.state == "succeeded":
+        messages.add(session, run.conversation_id, run.id, run.seq, "assistant", trace.answer, **fields)
+        return
+    if trace.partial or trace.tool_events:
+        messages.add(session, run.conversation_id, run.id, run.seq, "assistant", trace.partial,
+                     message_type="interrupted", **fields)
+    if run.state in ("failed", "budget_exceeded"):
+        messages.add(session, run.conversation_id, run.id, run.seq, "assistant",
+                     error_sentence(trace.status, trace.code, trace.error), message_type="error", model=trace.model)
+
+
+def keep_summary(session: Session, conversation: Conversation, task: Task | None, trace: RunTrace) -> None:
+    """Store the running summary the run folded, unless a later one is stored already."""
+    made = memory.made_summary(task.input if task else None, trace.output)
+    if made is not None and made[1] > conversation.summarized:
+        conversation.summary, conversation.summarized = made
+        session.add(conversation)

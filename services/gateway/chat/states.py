@@ -88,3 +88,18 @@ def state_for(task_status: str, run_state: str, mode: str, stop_reason: str | No
         # changes nothing); after the approval it runs the plan.
         return "planning" if mode == "plan" and run_state in ("queued", "planning") else "running"
     return None
+
+
+def follow(run: ChatRun, new: str) -> bool:
+    """Move the run to `new`, the state its task is in. The queue's batches are applied on every
+    gateway replica at once, and a failed one again later, so the status events before the one
+    that says `new` may not have been applied yet: the moves they skipped are made on the way,
+    each one checked by the machine. False when nothing changed (there already, or refused)."""
+    steps = path(run.state, new, run.mode)
+    if steps is None:
+        return move(run, new)  # refused, and logged
+    if len(steps) > 1:
+        log.info("chat run %s is %s before its moves %s were recorded", run.id, new, " → ".join(steps[:-1]))
+    for step in steps:
+        move(run, step)
+    return bool(steps)

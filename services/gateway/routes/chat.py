@@ -10,13 +10,13 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from services.gateway.chat import conversations, messages, runs
+from services.gateway.chat import conversations, messages, queue, runs
 from services.gateway.chat.answers import error_event
 from services.gateway.chat.states import RUN_TERMINAL
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
-from services.gateway.routes.events import SSE_DOC, After, LastEventId
-from services.gateway.runs.stream import resume_point, task_stream
+from services.gateway.routes.events import After, LastEventId
+from services.gateway.runs.stream import SSE_DOC, resume_point, task_stream
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 
@@ -55,10 +55,10 @@ async def delete_conversation(conversation_id: str, user: CurrentUser, db: Datab
 
 @router.post("/conversations/{conversation_id}/messages", status_code=202,
              responses={409: {"description": "a run is going and multitask=reject"}})
-async def post_message(conversation_id: str, body: runs.PostMessage, request: Request, user: CurrentUser,
+async def post_message(conversation_id: str, body: queue.PostMessage, request: Request, user: CurrentUser,
                        db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
     grey = list(getattr(request.state, "guardrail_grey", None) or [])
-    accepted = await runs.post_message(db, bus, user, conversation_id, body, grey)
+    accepted = await queue.post_message(db, bus, user, conversation_id, body, grey)
     request.state.audit_target = f"run_id={accepted['run']['id']}"
     return JSONResponse(jsonable_encoder(accepted), status_code=202)
 

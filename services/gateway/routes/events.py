@@ -4,21 +4,18 @@ They differ only in which bus channels they read, so one handler serves all thre
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, CurrentUser, DatabaseDep
-from services.gateway.runs.stream import ENDPOINT_CHANNELS, resume_point, task_stream
-from services.gateway.runs.submit import owned_status
+from services.gateway.runs.stream import ENDPOINT_CHANNELS, SSE_DOC, resume_point, task_stream
+from services.gateway.runs.views import owned_status
 from shared.contract.task import TERMINAL
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["streaming"])
 
-SSE_DOC: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/event-stream": {}}, "description": "server-sent events"}
-}
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)]
 After = Annotated[str | None, Query(max_length=32, description="resume after this event id")]
 # The route names (and so the OpenAPI operation ids and summaries) the endpoints always had.

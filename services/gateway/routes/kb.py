@@ -22,7 +22,7 @@ from starlette.datastructures import UploadFile
 from services.gateway.deps import BusDep, CurrentUser, Principal
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem, validation_problem
-from services.gateway.runs.stream import event_stream, resume_point
+from services.gateway.runs.stream import resume_point, task_stream
 from shared.bus import Bus
 from shared.bus.tools import ToolClient
 from shared.contract.ingest import INLINE_UPLOAD_MAX, TERMINAL_JOB
@@ -185,7 +185,7 @@ async def job_stream(
 ) -> EventSourceResponse:
     start = resume_point(last_event_id, after)
     state = await call_go_tool(bus, user, "kb_job_get", {"job_id": job_id})
-    return event_stream(bus, job_id, start, None, state["status"] in TERMINAL_JOB, feeds=request.app.state.task_feeds)
+    return task_stream(request.app.state, bus, job_id, start, None, state["status"] in TERMINAL_JOB)
 
 
 async def _form_upload(request: Request, bus: Bus) -> dict[str, Any]:

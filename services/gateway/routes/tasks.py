@@ -12,7 +12,8 @@ from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.problems import ApiProblem
 from services.gateway.runs import approvals as task_approvals
 from services.gateway.runs import submit as svc
-from services.gateway.runs.feed import NewTaskFeed
+from services.gateway.runs import views
+from services.gateway.runs.feed import NewRunFeed
 from services.gateway.runs.stream import task_stream
 from shared.contract.task import TERMINAL, TaskStatus
 
@@ -51,13 +52,13 @@ async def submit_and_stream(
     """Submit a task and follow it in one request: what `POST /tasks` and then `GET
     /tasks/{id}/events` do, one round trip and one authorisation fewer."""
     grey = list(getattr(request.state, "guardrail_grey", None) or [])
-    new_feed = NewTaskFeed(request.app.state.task_feeds)  # reads the task's events from before it is queued
+    new_feed = NewRunFeed(request.app.state.run_feeds)  # reads the task's events from before it is queued
     try:
         task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey, new_feed.open)
         request.state.audit_target = f"task_id={task.id}"
         if bus is None or not queued:
             return JSONResponse(svc.accepted(task, queued) | {"created": created}, status_code=202)
-        headers = {"Agentix-Task-Id": task.id, "Content-Location": svc.links(task.id)["self"]}
+        headers = {"Agentix-Task-Id": task.id, "Content-Location": views.links(task.id)["self"]}
         response = task_stream(request.app.state, bus, task.id, 0, None, task.status in TERMINAL, headers=headers)
         new_feed.handed_over()
         return response
@@ -77,25 +78,26 @@ async def list_tasks(
     unknown = sorted(set(statuses or []) - STATUSES)
     if unknown:
         raise ApiProblem(422, "Invalid request", f"Unknown status {', '.join(unknown)}.")
-    return await db.run(svc.list_tasks, user, statuses, limit, cursor)
+    return await db.run(views.list_tasks, user, statuses, limit, cursor)
 
 
 @router.get("/{task_id}")
-async def get_task(task_id: str, user: CurrentUser, db: DatabaseDep, bus: MaybeBusDep) -> dict[str, Any]:
-    return await svc.current_task_view(db, bus, user, task_id)
+async def get_task(task_id: str, request: Request, user: CurrentUser, db: DatabaseDep,
+                   bus: MaybeBusDep) -> dict[str, Any]:
+    return await views.current_task_view(db, bus, request.app.state.record_watch, user, task_id)
 
 
 @router.post("/{task_id}/cancel", status_code=202, responses={409: {"description": "already ended"}})
 async def cancel(task_id: str, user: CurrentUser, db: DatabaseDep, bus: BusDep) -> dict[str, Any]:
     await svc.cancel(db, bus, user, task_id)
-    return {"id": task_id, "status": "cancelling", "links": svc.links(task_id)}
+    return {"id": task_id, "status": "cancelling", "links": views.links(task_id)}
 
 
 @router.post("/{task_id}/approval", status_code=202, responses={409: {"description": "not waiting"}})
 async def approval(task_id: str, body: task_approvals.Approval, user: CurrentUser, db: DatabaseDep,
                    bus: BusDep) -> dict[str, Any]:
     node_id = await task_approvals.approve(db, bus, user, task_id, body)
-    return {"id": task_id, "node_id": node_id, "decision": body.decision, "links": svc.links(task_id)}
+    return {"id": task_id, "node_id": node_id, "decision": body.decision, "links": views.links(task_id)}
 
 
 @router.post("/{task_id}/retry", status_code=202, responses={409: {"description": "not failed/timeout"}})

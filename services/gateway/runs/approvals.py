@@ -11,7 +11,7 @@ from sqlmodel import Session, select
 from services.gateway.db import Database
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.runs.submit import load_owned
+from services.gateway.runs.views import load_owned
 from services.gateway.tables import Task, TaskNode
 from shared.bus import Bus
 from shared.bus.events import last_event, last_event_n, read_events

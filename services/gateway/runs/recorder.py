@@ -1,34 +1,32 @@
 """The recorder: a durable pull consumer on the task status and exec channels that keeps the
 task records in step with the events. Acks only after the database commit (at least once;
-`records.apply_events` makes repeats harmless)."""
+`records.apply_events` makes repeats harmless). It records tasks and nothing else: the chat runs
+follow their tasks on the conversation queue's own consumer (`chat.queue`)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
 
 from nats.aio.msg import Msg
 
 from services.gateway.db import Database
 from services.gateway.metrics import GatewayMetrics
+from services.gateway.runs.recorded import announce
 from services.gateway.runs.records import apply_events
 from shared.bus import Bus
 from shared.bus.pull import PullLoop
 from shared.contract.events import AnyEvent, parse_event
 
 log = logging.getLogger("agentix.gateway.recorder")
-# Runs after the batch is committed and before it is acked (chat runs follow their tasks here).
-AfterApply = Callable[[Sequence[AnyEvent]], Awaitable[None]]
 
 
 class Recorder:
     def __init__(self, bus: Bus, db: Database, metrics: GatewayMetrics | None = None, batch: int = 200,
-                 after: AfterApply | None = None, linger_s: float = 0.0) -> None:
+                 linger_s: float = 0.0) -> None:
         self.bus = bus
         self.db = db
         self.metrics = metrics
-        self.after = after
         self.applied = 0
         self._loop = PullLoop(bus, bus.names.events_stream, bus.names.recorder_consumer, self.handle, batch=batch,
                               linger_s=linger_s)
@@ -53,9 +51,8 @@ class Recorder:
         if not good:
             return
         try:
-            await self.db.run(apply_events, events)
-            if self.after is not None:
-                await self.after(events)
+            changed = await self.db.run(apply_events, events)
+            await announce(self.bus, changed)
         except Exception:
             log.exception("recorder: database write failed; events will be redelivered")
             for msg in good:

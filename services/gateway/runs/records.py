@@ -111,14 +111,14 @@ class _Batch:
         return _kind_from_dsl(self.dsl[task_id], node_id)
 
 
-def apply_events(session: Session, events: Iterable[AnyEvent]) -> int:
-    """Apply events (in stream order) to their task rows; returns how many changed something.
-    Events of unknown tasks (e.g. ingestion jobs share the stream) are ignored."""
+def apply_events(session: Session, events: Iterable[AnyEvent]) -> set[str]:
+    """Apply events (in stream order) to their task rows; returns the ids of the tasks whose
+    record changed. Events of unknown tasks (e.g. ingestion jobs share the stream) are ignored."""
     by_task: dict[str, list[AnyEvent]] = defaultdict(list)
     for event in events:
         by_task[event.task_id].append(event)
     if not by_task:
-        return 0
+        return set()
     conn = session.connection()
     ids = list(by_task)
     # Another replica may be applying events of the same tasks: the rows are written first (their
@@ -133,20 +133,18 @@ def apply_events(session: Session, events: Iterable[AnyEvent]) -> int:
     for row in conn.execute(select(*NODE_COLUMNS).where(NODES.c.task_id.in_(list(batch.tasks)))):
         batch.nodes[row.task_id][row.node_id] = _NodeRecord(*row)
         batch.read[(row.task_id, row.node_id)] = tuple(row)
-    changed = 0
     for task_id, task_events in by_task.items():
         found = batch.tasks.get(task_id)
         if found is None:
             continue
         for event in task_events:
-            if _apply(batch, found, event):
-                changed += 1
-    _write(batch)
-    return changed
+            _apply(batch, found, event)
+    return _write(batch)
 
 
-def _write(batch: _Batch) -> None:
-    """One statement per kind of change, each run for every row it concerns."""
+def _write(batch: _Batch) -> set[str]:
+    """One statement per kind of change, each run for every row it concerns; the ids of the tasks
+    whose record changed."""
     tasks: list[dict[str, Any]] = []
     for task in batch.tasks.values():
         values = task_values(task)
@@ -167,6 +165,7 @@ def _write(batch: _Batch) -> None:
         batch.conn.execute(NODES.insert(), new)
     if moved:
         batch.conn.execute(_update(NODES, NODE_COLUMNS, NODE_KEYS), [_keyed(v, NODE_KEYS) for v in moved])
+    return {v["id"] for v in tasks} | {v["task_id"] for v in new} | {v["task_id"] for v in moved}
 
 
 def _update(table: Table, columns: tuple[Any, ...], keys: tuple[str, ...]) -> Any:

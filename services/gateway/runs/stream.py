@@ -1,29 +1,36 @@
-"""SSE replay of a task's event log: `id` is the stream sequence, so `Last-Event-ID` (or
-`?after=`) resumes exactly after the last event the client saw, tokens included. A live task's
-clients read it from the gateway's shared feed of the task (`task_feeds`); a finished task's
-replay is each client's own read."""
+"""Following a run for one client, whatever its protocol: the run's entries — from the gateway's
+feed of the run while it goes on (`feed.py`), from the client's own read of the log once it has
+ended — made into frames by the client's translator (`frames.py`), written as SSE with the
+protocol's keep-alive.
+
+The API's streams (`/api/v1/tasks/{id}/events|stream|exec`, `/api/v1/runs/{id}/events`, an
+ingestion job's) are `NativeFrames`: `id` is the stream sequence, so `Last-Event-ID` (or
+`?after=`) resumes exactly after the last event the client saw, tokens included."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from services.gateway.metrics import GatewayMetrics
 from services.gateway.problems import ApiProblem
-from services.gateway.runs.feed import TaskFeeds
-from services.gateway.runs.frames import Added, batched, frame
+from services.gateway.runs.feed import Batches
+from services.gateway.runs.frames import Added, Entry, NativeFrames, Translator, batched
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.contract.base import utcnow
 
-PING_S = 5.0  # API.md: a `: ping` comment at least every 10 s (streams of the LangGraph facade)
+PING_S = 5.0  # API.md: a `: ping` comment at least every 10 s (the facades' streams)
 HEARTBEAT_S = 10.0  # API.md: a named `heartbeat` event every 10 s (`AGENTIX_SSE_HEARTBEAT_S`)
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
+# An SSE route's responses, as its OpenAPI operation shows them.
+SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "server-sent events"}
+}
 # Which bus channels each SSE endpoint of a task reads (None: every channel).
 ENDPOINT_CHANNELS: dict[str, tuple[str, ...] | None] = {
     "events": None,
@@ -45,36 +52,61 @@ def resume_point(last_event_id: str | None, after: str | None) -> int:
     return value
 
 
-async def _frames(
-    bus: Bus,
-    task_id: str,
-    after: int,
-    channels: Iterable[str] | None,
-    follow: bool,
-    metrics: GatewayMetrics | None,
-    added: Added | None = None,
-    feeds: TaskFeeds | None = None,
-) -> AsyncIterator[bytes]:
-    async def source() -> AsyncIterator[bytes]:
-        async for seq, event in read_events(bus, task_id, after_seq=after, channels=channels, follow=follow):
-            yield frame(seq, event)
-            extra = added(event) if added is not None else None
-            if extra is not None:
-                yield frame(None, extra)
+async def _replayed(bus: Bus, run_id: str, after: int, channels: Iterable[str] | None) -> AsyncIterator[Entry]:
+    """An ended run's log after `after`, up to what is stored (nothing more will come)."""
+    async for seq, event in read_events(bus, run_id, after_seq=after, channels=channels, follow=False):
+        yield Entry(seq, event)
 
-    if metrics is not None:
-        metrics.sse_clients.inc()
-    if follow and feeds is not None:  # the gateway's one read of the live task, batched there
-        bodies = feeds.frames(task_id, after, channels, added)
-    else:
-        bodies = batched(source(), f"sse-{task_id}")
+
+def run_entries(state: Any, bus: Bus, run_id: str, after: int, live: bool,
+                channels: Iterable[str] | None = None) -> Batches:
+    """The run's entries after stream sequence `after`, in batches, until its `done`: a live
+    run's from the gateway's feed of it (`state` is the app's state), an ended run's from a read
+    of the log of the client's own (on `channels` only, when given: the others are not sent)."""
+    feeds = state.run_feeds
+    if live and feeds is not None:
+        return feeds.follow(run_id, after)
+    return batched(_replayed(bus, run_id, after, channels), f"sse-{run_id}")
+
+
+async def run_frames(state: Any, bus: Bus, run_id: str, translator: Translator, live: bool, *,
+                     channels: Iterable[str] | None = None,
+                     before_closing: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[bytes]:
+    """A client's stream of a run: the translator's opening, its frames of each entry until it
+    is finished (or the log ends), then — after `before_closing`, when given (e.g. until the
+    run's record agrees with what the stream says) — its closing."""
+    metrics = state.metrics
+    metrics.sse_clients.inc()
     try:
-        async with contextlib.aclosing(bodies):  # a gone client lets go of its feed at once
-            async for body in bodies:
-                yield body
+        opening = translator.opening()
+        if opening:
+            yield opening
+        # Closed here, not whenever the garbage collector gets to it: a gone client lets go of its
+        # feed (or its reader) at once.
+        async with contextlib.aclosing(run_entries(state, bus, run_id, translator.after_seq, live,
+                                                   channels)) as batches:  # fmt: skip
+            async for batch in batches:
+                parts: list[bytes] = []
+                if not batch:
+                    parts.append(translator.caught_up())
+                for entry in batch:
+                    parts.append(translator.frames(entry))
+                    if translator.finished:
+                        break
+                body = b"".join(parts)
+                if body:
+                    yield body
+                if translator.finished:
+                    break
+        if not translator.finished:
+            return  # the feed stopped short (the gateway is stopping)
+        if before_closing is not None:
+            await before_closing()
+        closing = translator.closing()
+        if closing:
+            yield closing
     finally:
-        if metrics is not None:
-            metrics.sse_clients.dec()
+        metrics.sse_clients.dec()
 
 
 def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] | None = None, *,
@@ -93,28 +125,10 @@ def heartbeat(task_id: str) -> ServerSentEvent:
     return ServerSentEvent(event="heartbeat", data=data)
 
 
-def event_stream(
-    bus: Bus,
-    task_id: str,
-    after: int,
-    channels: Iterable[str] | None,
-    finished: bool,
-    metrics: GatewayMetrics | None = None,
-    added: Added | None = None,
-    heartbeat_s: float = HEARTBEAT_S,
-    feeds: TaskFeeds | None = None,
-    headers: dict[str, str] | None = None,
-) -> EventSourceResponse:
-    """A finished task replays what is left and ends; a live one follows until `done` (from
-    `feeds`, the gateway's shared read of the task, when given). A `heartbeat` event goes out
-    every `heartbeat_s` while the stream is open."""
-    return sse_response(_frames(bus, task_id, after, channels, not finished, metrics, added, feeds),
-                        headers, ping_s=heartbeat_s, ping=lambda: heartbeat(task_id))
-
-
 def task_stream(state: Any, bus: Bus, task_id: str, after: int, channels: Iterable[str] | None, finished: bool, *,
                 added: Added | None = None, headers: dict[str, str] | None = None) -> EventSourceResponse:
-    """`event_stream` as the API serves it: with the app's metrics, heartbeat period and task
-    feeds (`state` is the app's `state`)."""
-    return event_stream(bus, task_id, after, channels, finished, state.metrics, added,
-                        state.settings.sse_heartbeat_s, state.task_feeds, headers)
+    """The API's SSE of a task, chat run or ingestion job (`state` is the app's state): a finished
+    one replays what is left and ends; a live one follows until `done`. A `heartbeat` event goes
+    out every `AGENTIX_SSE_HEARTBEAT_S` while the stream is open."""
+    frames = run_frames(state, bus, task_id, NativeFrames(after, channels, added), not finished, channels=channels)
+    return sse_response(frames, headers, ping_s=state.settings.sse_heartbeat_s, ping=lambda: heartbeat(task_id))

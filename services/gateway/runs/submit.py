@@ -1,4 +1,4 @@
-"""Task records: submission (idempotent), reading, listing, cancel, approval and retry.
+"""A task's way onto the work queue: submission (idempotent), cancel and retry.
 The row is written first, then the message is queued (`queued_at` marks success). A row left
 unqueued — NATS down at submit, or a crash in between — stays `submitted` and is re-published
 by `requeue_unpublished` with the same message id, so the stream drops a second copy."""
@@ -13,21 +13,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Connection, Table, func
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from services.gateway.chat.tables import ChatRun
 from services.gateway.db import Database, insert_row, new_row
 from services.gateway.dsl import check_dsl, check_input
 from services.gateway.ids import new_id
-from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.runs.records import apply_events
-from services.gateway.tables import IdempotencyKey, Task, TaskNode, Workflow, aware, now
+from services.gateway.runs.views import links, load_owned
+from services.gateway.tables import IdempotencyKey, Task, Workflow, aware, now
 from shared.bus import Bus
-from shared.bus.events import EventPublisher, last_event, last_event_n, read_events
-from shared.contract.events import AnyEvent, DoneEvent, StatusEvent, finish_task
+from shared.bus.events import EventPublisher, last_event_n
+from shared.contract.events import finish_task
 from shared.contract.task import RETRYABLE, TERMINAL, CancelMessage, TaskMessage, TaskOptions
 
 log = logging.getLogger("agentix.gateway.tasks")
@@ -50,171 +49,9 @@ class SubmitTask(BaseModel):
     session_id: str | None = Field(default=None, max_length=128)
 
 
-def not_found(task_id: str) -> ApiProblem:
-    return ApiProblem(404, "Not Found", f"No task {task_id!r}.")
-
-
-def links(task_id: str) -> dict[str, str]:
-    base = f"/api/v1/tasks/{task_id}"
-    return {"self": base, "events": f"{base}/events", "stream": f"{base}/stream", "exec": f"{base}/exec"}
-
-
 def accepted(task: Task, queued: bool) -> dict[str, Any]:
     # `queued: false`: the row is kept and the message bus gets it as soon as it is reachable.
     return {"id": task.id, "status": task.status, "queued": queued, "links": links(task.id)}
-
-
-# ---- reads ---------------------------------------------------------------------------------
-
-
-def load_owned(session: Session, user: Principal, task_id: str) -> Task:
-    task = session.get(Task, task_id)
-    if task is None or not user.can_see(task.user_id):
-        raise not_found(task_id)  # another user's task is indistinguishable from none
-    return task
-
-
-def owned_status(session: Session, user: Principal, task_id: str) -> str:
-    """The status of a task `user` may see (404 as `load_owned`), reading two columns, not the row:
-    what opening a task's stream needs."""
-    row = session.exec(select(Task.user_id, Task.status).where(Task.id == task_id)).one_or_none()
-    if row is None or not user.can_see(row[0]):
-        raise not_found(task_id)
-    return row[1]
-
-
-def usage_view(usage: dict[str, Any] | None) -> dict[str, Any]:
-    usage = usage or {}
-    out = {
-        "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-        "completion_tokens": int(usage.get("completion_tokens", 0)),
-        "cost": float(usage.get("cost", 0.0)),
-    }
-    if usage.get("models"):
-        out["models"] = usage["models"]
-    return out
-
-
-def node_views(task: Task, rows: list[TaskNode]) -> list[dict[str, Any]]:
-    by_id = {r.node_id: r for r in rows}
-    out: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for item in (task.dsl or {}).get("nodes", []):
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            node_id = item["id"]
-            seen.add(node_id)
-            out.append(_node_view(node_id, item.get("kind"), by_id.get(node_id)))
-    out.extend(_node_view(r.node_id, r.kind, r) for r in rows if r.node_id not in seen)
-    return out
-
-
-def _node_view(node_id: str, kind: Any, row: TaskNode | None) -> dict[str, Any]:
-    return {
-        "id": node_id,
-        "kind": (row.kind if row and row.kind else kind),
-        "status": row.status if row else "pending",
-        "started_at": aware(row.started_at) if row else None,
-        "finished_at": aware(row.finished_at) if row else None,
-        "duration_ms": row.duration_ms if row else None,
-        "error": row.error if row else None,
-        "output_preview": row.output_preview if row else None,
-    }
-
-
-def task_view(session: Session, user: Principal, task_id: str) -> dict[str, Any]:
-    task = load_owned(session, user, task_id)
-    rows = list(session.exec(select(TaskNode).where(TaskNode.task_id == task.id)))
-    return {
-        **summary(task),
-        "input": task.input,
-        "dsl": task.dsl,
-        "options": task.options,
-        "output": task.output,
-        "error_code": task.error_code,
-        "retry": task.retry,
-        "chain_revision": task.chain_revision,
-        "prompt_versions": task.prompt_versions,
-        "guardrail_grey": task.guardrail_grey or [],
-        "nodes": node_views(task, rows),
-    }
-
-
-async def current_task_view(db: Database, bus: Bus | None, user: Principal, task_id: str) -> dict[str, Any]:
-    """The task view, never behind the task's own stream: the recorder follows the events
-    asynchronously, so a client that has just read `done` on the stream could otherwise fetch a
-    task still `running`. When the newest status event is ahead of the row, the task's status and
-    exec events are applied here first (applying is idempotent: the recorder's copies then change
-    nothing), so status, output, usage and nodes agree."""
-    view = await db.run(task_view, user, task_id)
-    if _recorded_in_full(view) or bus is None or not bus.nc.is_connected:
-        return view
-    try:
-        latest = await last_event(bus, task_id, "status")
-        if not _ahead_of(latest, view):
-            return view
-        events = [e async for _, e in read_events(bus, task_id, channels=("status", "exec"), follow=False)]
-    except Exception as exc:  # the bus is failing or an event is unreadable: the recorded view stands
-        log.debug("no catch-up for %s: %s", task_id, exc)
-        return view
-    if view["retry"]:
-        # Only the current run's events: its first `running` names the retry; earlier runs'
-        # events were applied before the retry and must not be replayed over it.
-        starts = [i for i, e in enumerate(events) if isinstance(e, StatusEvent) and e.retry == view["retry"]]
-        if not starts:
-            return view
-        events = events[starts[0]:]
-    try:
-        await db.run(apply_events, events)
-    except (IntegrityError, OperationalError) as exc:
-        # Another reader or the recorder applied the same events at the same moment (SQLite has
-        # no row locks to queue us behind it): its commit is what we re-read.
-        log.debug("catch-up of %s met a concurrent writer: %s", task_id, exc)
-    # Re-read even when nothing changed here: then another writer has caught the row up already.
-    return await db.run(task_view, user, task_id)
-
-
-def _recorded_in_full(view: dict[str, Any]) -> bool:
-    """Ended and its `done` applied: a terminal `status` event reaches the row before the `done`
-    that follows it with the output, and a reader must not see the task ended without it."""
-    return view["status"] in TERMINAL and view["output"] is not None
-
-
-def _ahead_of(latest: AnyEvent | None, view: dict[str, Any]) -> bool:
-    """The task's newest status-channel event says more than its row."""
-    if latest is None:
-        return False
-    if getattr(latest, "status", view["status"]) != view["status"]:
-        return True
-    return isinstance(latest, DoneEvent) and latest.output is not None and view["output"] is None
-
-
-def summary(task: Task) -> dict[str, Any]:
-    return {
-        "id": task.id,
-        "status": task.status,
-        "user_id": task.user_id,
-        "workflow_id": task.workflow_id,
-        "created_at": aware(task.created_at),
-        "started_at": aware(task.started_at),
-        "finished_at": aware(task.finished_at),
-        "error": task.error,
-        "usage": usage_view(task.usage),
-        "links": links(task.id),
-    }
-
-
-def list_tasks(session: Session, user: Principal, statuses: list[str] | None, limit: int, cursor: str | None) -> Page:
-    query = select(Task).order_by(col(Task.id).desc()).limit(limit + 1)
-    if not user.is_admin:
-        query = query.where(Task.user_id == user.id)
-    if statuses:
-        query = query.where(col(Task.status).in_(statuses))
-    if cursor:
-        query = query.where(col(Task.id) < decode_cursor(cursor))
-    rows = list(session.exec(query))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(items=[summary(t) for t in rows], next_cursor=encode_cursor(rows[-1].id) if more else None)
 
 
 # ---- submission ----------------------------------------------------------------------------
@@ -417,17 +254,17 @@ async def cancel(db: Database, bus: Bus, user: Principal, task_id: str) -> Task:
                 await bus.js.delete_msg(bus.names.tasks_stream, task.queue_seq)
         publisher = EventPublisher(bus, task_id, start_n=await last_event_n(bus, task_id))
         reason = f"cancelled by {user.id} before it started"
-        await finish_task(publisher, task_id, "cancelled", error=reason, code="cancelled")
+        await finish_task(publisher, task_id, "cancelled", error=reason, code="cancelled", retry=task.retry)
     return task
 
 
 def _reopen(session: Session, user: Principal, task_id: str) -> Task:
     task = load_owned(session, user, task_id)
-    if task.status not in RETRYABLE:
-        raise ApiProblem(409, "Conflict", f"Only failed or timed-out tasks can be retried ({task.status}).")
     if session.get(ChatRun, task_id) is not None:
         # A chat run belongs to its conversation's order: rerunning it here would answer out of turn.
         raise ApiProblem(409, "Conflict", "This task is a chat run: send the message to its conversation again.")
+    if task.status not in RETRYABLE:
+        raise ApiProblem(409, "Conflict", f"Only failed or timed-out tasks can be retried ({task.status}).")
     task.retry += 1
     task.status = "submitted"
     task.finished_at = None

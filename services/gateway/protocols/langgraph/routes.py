@@ -14,13 +14,12 @@ from services.gateway.db import Database
 from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
-from services.gateway.protocols.langgraph import assistants, catchup, runs, threads
+from services.gateway.protocols.langgraph import assistants, runs, threads
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
-from services.gateway.protocols.langgraph.stream import FrameId, frames, parse_id
-from services.gateway.routes.events import SSE_DOC
-from services.gateway.runs.frames import batched
-from services.gateway.runs.stream import sse_response
+from services.gateway.protocols.langgraph.settled import settled
+from services.gateway.protocols.langgraph.stream import FrameId, LgFrames, parse_id
+from services.gateway.runs.stream import SSE_DOC, sse_response
 from shared.bus import Bus
 
 PREFIX = "/lg"
@@ -39,16 +38,17 @@ def _links(thread_id: str, run_id: str, tail: str = "stream") -> dict[str, str]:
             "Content-Location": f"/threads/{thread_id}/runs/{run_id}"}
 
 
-def _stream(db: Database, bus: Bus, started: runs.Started, after: FrameId | None = None,
+def _stream(request: Request, db: Database, bus: Bus, started: runs.Started, after: FrameId | None = None,
             on_end: Callable[[], None] | None = None) -> EventSourceResponse:
     run = started.run
     if after is None and started.opening_at:  # a resumed run streams on from its approval
         after = (started.opening_at, RESUMED_AFTER)
-    body = frames(bus, started.stream, after, started.opening_at, settle=lambda: catchup.settle(db, bus, run.id))
+    translator = LgFrames(started.stream, after, started.opening_at)
+    body = runs.frames(request.app.state, db, bus, started, translator)
 
     async def written() -> AsyncIterator[bytes]:
         try:
-            async for chunk in batched(body, f"lg-{run.id}"):
+            async for chunk in body:
                 yield chunk
         finally:
             if on_end is not None:
@@ -80,7 +80,7 @@ async def create_thread(body: threads.NewThread, request: Request, user: LgUser,
                         bus: MaybeBusDep) -> JSONResponse:
     conversation, _ = await db.run(threads.create, user, body)
     request.state.audit_target = f"thread_id={conversation.id}"
-    return _json(await threads.current(db, bus, user, conversation.id))
+    return _json(await threads.current(db, bus, request.app.state.record_watch, user, conversation.id))
 
 
 @router.post("/threads/search")
@@ -89,13 +89,14 @@ async def search_threads(body: threads.ThreadSearch, user: LgUser, db: DatabaseD
 
 
 @router.get("/threads/{thread_id}")
-async def get_thread(thread_id: str, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
-    return _json(await threads.current(db, bus, user, thread_id))
+async def get_thread(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    return _json(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
 
 
 @router.get("/threads/{thread_id}/state")
-async def thread_state(thread_id: str, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
-    return _json(threads.state_view(await threads.current(db, bus, user, thread_id)))
+async def thread_state(thread_id: str, request: Request, user: LgUser, db: DatabaseDep,
+                       bus: MaybeBusDep) -> JSONResponse:
+    return _json(threads.state_view(await threads.current(db, bus, request.app.state.record_watch, user, thread_id)))
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
@@ -113,7 +114,7 @@ async def list_runs(thread_id: str, user: LgUser, db: DatabaseDep, limit: Annota
 @router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
 async def stream_run(thread_id: str, body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                      bus: BusDep) -> EventSourceResponse:
-    return _stream(db, bus, await _start(request, user, db, bus, thread_id, body))
+    return _stream(request, db, bus, await _start(request, user, db, bus, thread_id, body))
 
 
 @router.post("/threads/{thread_id}/runs")
@@ -127,38 +128,42 @@ async def create_run(thread_id: str, body: runs.RunCreate, request: Request, use
 async def wait_run(thread_id: str, body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                    bus: BusDep) -> JSONResponse:
     started = await _start(request, user, db, bus, thread_id, body)
-    return _json(await runs.wait(db, bus, started), headers=_links(thread_id, started.run.id, "join"))
+    state = await runs.wait(request.app.state, db, bus, started)
+    return _json(state, headers=_links(thread_id, started.run.id, "join"))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
-async def get_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+async def get_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep,
+                  bus: MaybeBusDep) -> JSONResponse:
     await db.run(runs.load, user, thread_id, run_id)
-    await catchup.settle(db, bus, run_id)
+    await settled(db, bus, request.app.state.record_watch, run_id)
     return _json(await db.run(runs.get, user, thread_id, run_id))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
-    return _json(await runs.wait(db, bus, await db.run(runs.joined, user, thread_id, run_id, ["values"])))
+async def join_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep,
+                   bus: BusDep) -> JSONResponse:
+    joined = await db.run(runs.joined, user, thread_id, run_id, ["values"])
+    return _json(await runs.wait(request.app.state, db, bus, joined))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
-async def join_stream(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: BusDep,
+async def join_stream(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
                       stream_mode: Annotated[list[str] | None, Query()] = None,
                       last_event_id: LastEventId = None) -> EventSourceResponse:
     after = parse_id(last_event_id)
     asked = [m for m in stream_mode or () if m]  # the SDK sends an empty `stream_mode` when none is given
-    return _stream(db, bus, await db.run(runs.joined, user, thread_id, run_id, asked or list(runs.JOIN_MODES)),
+    return _stream(request, db, bus, await db.run(runs.joined, user, thread_id, run_id, asked or list(runs.JOIN_MODES)),
                    after)
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
-async def cancel_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep, bus: BusDep,
+async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
                      wait: Annotated[bool, Query()] = False,
                      action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt") -> Response:
     await runs.cancel(db, bus, user, thread_id, run_id, action)
     if wait:
-        await runs.wait(db, bus, await db.run(runs.joined, user, thread_id, run_id, ["values"]))
+        await runs.wait(request.app.state, db, bus, await db.run(runs.joined, user, thread_id, run_id, ["values"]))
         return Response(status_code=204)
     return Response(status_code=202)
 
@@ -166,16 +171,18 @@ async def cancel_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep,
 @router.post("/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
 async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                            bus: BusDep) -> EventSourceResponse:
-    started, done = await runs.start_stateless(db, bus, user, body, lambda text: check_question(request, text))
-    return _stream(db, bus, started, on_end=done)
+    started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
+                                               lambda text: check_question(request, text))
+    return _stream(request, db, bus, started, on_end=done)
 
 
 @router.post("/runs/wait")
 async def stateless_wait(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                          bus: BusDep) -> JSONResponse:
-    started, done = await runs.start_stateless(db, bus, user, body, lambda text: check_question(request, text))
+    started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
+                                               lambda text: check_question(request, text))
     try:
-        state = await runs.wait(db, bus, started)
+        state = await runs.wait(request.app.state, db, bus, started)
     finally:
         done()
     return _json(state, headers=_links(started.run.conversation_id, started.run.id, "join"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -14,13 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from services.gateway.chat import conversations
+from services.gateway.chat import queue as chat_queue
 from services.gateway.chat import runs as chat_runs
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import assistants, catchup, messages, threads
-from services.gateway.protocols.langgraph.stream import RunStream, final_state, modes_of
+from services.gateway.protocols.langgraph import assistants, messages, threads
+from services.gateway.protocols.langgraph.settled import settled
+from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, modes_of
+from services.gateway.runs.stream import run_frames
 from services.gateway.tables import Task, aware
 from shared.bus import Bus
 from shared.bus.events import last_event
@@ -174,8 +177,8 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     text = question(body)
     grey = await guard(text)
     await db.run(_ensure_thread, user, thread_id, body)
-    posted = chat_runs.PostMessage(text=text, mode=mode, model=_model(body), multitask=body.multitask_strategy)
-    accepted = await chat_runs.post_message(db, bus, user, thread_id, posted, grey)
+    posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body), multitask=body.multitask_strategy)
+    accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey)
 
     def opened(session: Session) -> Started:
         run = chat_runs.load_owned(session, user, accepted["run"]["id"])
@@ -230,17 +233,29 @@ async def delete_thread(db: Database, bus: Bus | None, user: Principal, thread_i
     await chat_runs.stop_all(db, bus, user, going, started)
 
 
-async def wait(db: Database, bus: Bus, started: Started) -> dict[str, Any]:
-    """The thread's values once the run has ended or waits (its record then agrees)."""
-    state = await final_state(bus, started.stream, started.opening_at)
-    await catchup.settle(db, bus, started.run.id)
-    return state
+def frames(state: Any, db: Database, bus: Bus, started: Started, translator: LgFrames) -> AsyncIterator[bytes]:
+    """The run's stream in the translator's frames, from the gateway's feed of the run; its
+    closing `end` (or `error`) once the run's record agrees with it (`state`: the app's)."""
+    run_id = started.run.id
+    return run_frames(state, bus, run_id, translator, live=True,
+                      before_closing=lambda: settled(db, bus, state.record_watch, run_id))
+
+
+async def wait(state: Any, db: Database, bus: Bus, started: Started) -> dict[str, Any]:
+    """The thread's values once the run has ended or waits (its record then agrees); a failed
+    run's are `{"__error__": {error, message}}`, as the SDK's `wait` reads them."""
+    translator = LgFrames(started.stream, opening_at=started.opening_at)
+    async for _ in frames(state, db, bus, started, translator):
+        pass
+    if translator.values is None:
+        raise ApiProblem(503, "Service Unavailable", f"The gateway stopped following run {started.run.id}.")
+    return translator.values
 
 
 _cleanups: set[asyncio.Task[None]] = set()  # stateless runs' threads, deleted once their run ends
 
 
-async def start_stateless(db: Database, bus: Bus, user: Principal, body: RunCreate,
+async def start_stateless(state: Any, db: Database, bus: Bus, user: Principal, body: RunCreate,
                           guard: Guard) -> tuple[Started, Callable[[], None]]:
     """A run on a thread of its own, and what to call once its reader is done: the thread is then
     deleted as soon as the run has ended or stopped at an approval, unless `on_completion: keep`.
@@ -254,7 +269,8 @@ async def start_stateless(db: Database, bus: Bus, user: Principal, body: RunCrea
 
     async def remove_when_ended() -> None:
         try:
-            await final_state(bus, await db.run(stream_for, user, conversation.id, started.run.id, []))
+            values_only = await db.run(stream_for, user, conversation.id, started.run.id, [])
+            await wait(state, db, bus, Started(started.run, values_only))
             await delete_thread(db, bus, user, conversation.id)
         except Exception as exc:  # the bus went away: the thread stays, as a kept one would
             log.warning("stateless thread %s not removed: %s", conversation.id, exc)

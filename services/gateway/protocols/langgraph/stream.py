@@ -1,4 +1,4 @@
-"""A chat run's event log as a LangGraph run stream.
+"""A chat run's event log as a LangGraph run stream: the `/lg` translator of the run feed.
 
 Frames, in order: `metadata {run_id, attempt}` and the `values` the run starts from (the
 opening); then, per event of the log, what the asked `stream_mode`s make of it — `messages`
@@ -8,17 +8,20 @@ opening); then, per event of the log, what the asked `stream_mode`s make of it �
 `queued`, approval decisions, errors…); last `end`, or `error` when the run failed.
 
 A run that reaches an approval stops here with the interrupt (`__interrupt__: [{value, id}]` in
-`values` and `updates`) and `end`; the run that resumes it streams on from there.
+`values` and `updates`) and `end`; the run that resumes it streams on from there. Which approval
+the run waits on is read from the log: a request followed by the run's parking (`status:
+waiting`) with nothing after it in what is stored so far.
 
 Frame ids are resumable: `<n>` or `<n>.<k>` is the k-th frame made of the log's event n (the
 opening of a stream starting after event s is `s.8`, `s.9`). A reader that comes back with
 `Last-Event-ID` gets the frames after that one: the log is read again from its start (the state a
-frame shows depends on what came before) and what the reader had is skipped."""
+frame shows depends on what came before) and what the reader had is skipped. `end` and `error`
+have no id: they close the stream, after the run's record agrees with them."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -26,8 +29,7 @@ from services.gateway.chat.answers import RunTrace, error_sentence
 from services.gateway.chat.modes import ANSWER_NODE
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import messages
-from shared.bus import Bus
-from shared.bus.events import last_event, read_events
+from services.gateway.runs.frames import Entry
 from shared.contract.events import (
     AnyEvent,
     ApprovalRequestEvent,
@@ -151,7 +153,6 @@ class RunStream:
             out.append(("updates", {"__interrupt__": [interrupt]}))
         if "values" in self.modes:
             out.append(("values", self.state(interrupt)))
-        out.append(("end", None))
         return out
 
     def ending(self) -> tuple[str, Any]:
@@ -169,51 +170,75 @@ def modes_of(stream_mode: str | Iterable[str] | None) -> frozenset[str]:
     return frozenset(m for m in asked if m in MODES) if any(asked) else frozenset(DEFAULT_MODES)
 
 
-async def _pending(bus: Bus, run_id: str, request: ApprovalRequestEvent) -> bool:
-    """Whether an approval still waits: nothing but the parking came after it."""
-    done = await last_event(bus, run_id, "status")
-    if isinstance(done, DoneEvent):
-        return False
-    later = await last_event(bus, run_id, "exec")
-    return later is None or later.n <= request.n
+class LgFrames:
+    """The run feed's translator for a LangGraph run stream (see the module docstring): frames
+    after `after` (a frame id), for a stream that opens after the log's event `opening_at` (a
+    resumed run's: its approval request)."""
 
+    def __init__(self, stream: RunStream, after: FrameId | None = None, opening_at: int = 0) -> None:
+        self.stream = stream
+        self.after = after
+        self.opening_at = opening_at
+        self.waiting_on: ApprovalRequestEvent | None = None  # the approval the run parked on
+        self.values: dict[str, Any] | None = None  # the thread's values once the run ended or waits
+        self._parked_at = 0  # the `n` of the parking after `asked`; 0: not parked on it
+        self._asked: ApprovalRequestEvent | None = None
+        self._closing: tuple[str, Any] | None = None
 
-async def frames(bus: Bus, stream: RunStream, after: FrameId | None, opening_at: int = 0,
-                 settle: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[bytes]:
-    """The encoded frames after `after`, following the run live until it ends or waits;
-    `settle` runs before the last frame (so the run's record agrees with it when it arrives)."""
+    @property
+    def after_seq(self) -> int:
+        return 0  # a frame's state depends on everything before it: always from the log's start
 
-    def fresh(frame_id: FrameId) -> bool:
-        return after is None or frame_id > after
+    @property
+    def finished(self) -> bool:
+        return self._closing is not None
 
-    for k, (name, data) in enumerate(stream.opening(), start=OPENING_K):
-        if fresh((opening_at, k)):
-            yield encode((opening_at, k), name, data)
-    async for _, event in read_events(bus, stream.run_id, follow=True):
-        made = stream.frames(event)
-        if isinstance(event, ApprovalRequestEvent) and event.n > opening_at and await _pending(bus, stream.run_id,
-                                                                                               event):
-            made = stream.interrupted(event)
+    def _fresh(self, frame_id: FrameId) -> bool:
+        return self.after is None or frame_id > self.after
+
+    def _encode(self, n: int, made: list[tuple[str, Any]]) -> bytes:
+        out: list[bytes] = []
         for k, (name, data) in enumerate(made):
-            frame_id = (event.n, k)
             if name in ("end", "error"):
-                if settle is not None:
-                    await settle()
-                yield encode(None, name, data)
-                return
-            if fresh(frame_id):
-                yield encode(frame_id, name, data)
+                self._closing = (name, data)
+                break
+            if self._fresh((n, k)):
+                out.append(encode((n, k), name, data))
+        return b"".join(out)
 
+    def opening(self) -> bytes:
+        return b"".join(encode((self.opening_at, k), name, data)
+                        for k, (name, data) in enumerate(self.stream.opening(), start=OPENING_K)
+                        if self._fresh((self.opening_at, k)))
 
-async def final_state(bus: Bus, stream: RunStream, opening_at: int = 0) -> dict[str, Any]:
-    """The thread's values once the run has ended or waits for an approval (`__interrupt__`);
-    a failed run's is `{"__error__": {error, message}}`, as the SDK's `wait` reads it. A resumed
-    run (`opening_at`: its approval request) waits for what comes after that approval: the
-    decision is just being sent, so the request it answers may still look pending."""
-    async for _, event in read_events(bus, stream.run_id, follow=True):
-        stream.frames(event)
-        if isinstance(event, ApprovalRequestEvent) and event.n > opening_at and await _pending(bus, stream.run_id,
-                                                                                               event):
-            return stream.state(interrupt_of(stream.run_id, event))
-    name, data = stream.ending()
-    return {"__error__": data} if name == "error" else stream.state()
+    def frames(self, entry: Entry) -> bytes:
+        event = entry.event
+        if self._parked_at and event.n > self._parked_at:
+            self._asked, self._parked_at = None, 0  # the run went on: that approval was answered
+        if isinstance(event, ApprovalRequestEvent) and event.n > self.opening_at:
+            self._asked = event
+        elif isinstance(event, StatusEvent) and event.status == "waiting" and self._asked is not None:
+            self._parked_at = event.n
+        made = self.stream.frames(event)
+        if isinstance(event, DoneEvent):
+            name, data = self.stream.ending()
+            self.values = {"__error__": data} if name == "error" else self.stream.state()
+        return self._encode(event.n, made)
+
+    def caught_up(self) -> bytes:
+        """Everything stored so far is read: a run parked on an approval stops its stream here."""
+        asked = self._asked
+        if not self._parked_at or asked is None:
+            return b""
+        self.waiting_on = asked
+        made = self.stream.interrupted(asked)
+        self.values = self.stream.state(interrupt_of(self.stream.run_id, asked))
+        body = self._encode(self._parked_at, made)
+        self._closing = ("end", None)
+        return body
+
+    def closing(self) -> bytes:
+        if self._closing is None:
+            return b""
+        name, data = self._closing
+        return encode(None, name, data)

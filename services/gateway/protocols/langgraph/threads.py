@@ -11,14 +11,16 @@ from sqlmodel import Session, col, select
 
 from services.gateway.chat import conversations
 from services.gateway.chat.modes import MODES, Mode
-from services.gateway.chat.runs import going
+from services.gateway.chat.queue import going
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import catchup, messages
+from services.gateway.protocols.langgraph import messages
+from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import interrupt_of
+from services.gateway.runs.recorded import RecordWatch
 from services.gateway.tables import aware
 from shared.bus import Bus
 from shared.bus.events import last_event
@@ -154,9 +156,10 @@ def _active_run(session: Session, user: Principal, thread_id: str) -> str | None
     return runs[0].id if runs else None
 
 
-async def current(db: Database, bus: Bus | None, user: Principal, thread_id: str) -> dict[str, Any]:
-    """The thread as its runs' streams have it (records caught up), with its interrupts."""
-    await catchup.settle(db, bus, await db.run(_active_run, user, thread_id))
+async def current(db: Database, bus: Bus | None, watch: RecordWatch | None, user: Principal,
+                  thread_id: str) -> dict[str, Any]:
+    """The thread as its runs' streams have it (once the records agree), with its interrupts."""
+    await settled(db, bus, watch, await db.run(_active_run, user, thread_id))
     interrupts = await _interrupts(db, bus, thread_id)
     return await db.run(lambda s: view(s, load(s, user, thread_id), interrupts))
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from services.gateway.chat.runs import MAX_TEXT
+from services.gateway.chat.queue import MAX_TEXT
 from services.gateway.problems import ApiProblem
 
 # The roles that are part of a conversation's history (`developer` is OpenAI's newer `system`).

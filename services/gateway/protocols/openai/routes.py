@@ -6,7 +6,8 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
 from services.gateway.protocols.openai import assistants, start, stream
@@ -15,7 +16,7 @@ from services.gateway.protocols.openai.errors import OpenAIRoute
 from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.protocols.openai.wire import Head
-from services.gateway.runs.stream import HEADERS
+from services.gateway.runs.stream import sse_response
 
 # Not in /openapi.json, whose errors are problem+json: OpenAI's API reference describes these.
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, include_in_schema=False)
@@ -38,7 +39,7 @@ async def get_model(model: str, user: Caller, db: DatabaseDep) -> dict[str, Any]
 @router.post("/chat/completions", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request, user: Caller, db: DatabaseDep,
                            bus: BusDep, conversation_id: ConversationId = None,
-                           conversation: ConversationWish = None) -> JSONResponse | StreamingResponse:
+                           conversation: ConversationWish = None) -> JSONResponse | EventSourceResponse:
     wish = start.conversation_wish(conversation_id, conversation)
     prompt = prompt_of(body)
     assistant = await db.run(assistants.resolve, user, body.model)
@@ -52,6 +53,6 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
     head = Head(id=f"chatcmpl-{started.run_id}", created=int(time.time()), model=body.model)
     translator = Translator.for_mode(started, assistant.mode)
     if body.stream:
-        chunks = stream.event_stream(db, bus, user, head, translator, body.include_usage)
-        return StreamingResponse(chunks, media_type="text/event-stream", headers={**HEADERS, **headers})
-    return JSONResponse(await stream.whole(bus, head, translator), headers=headers)
+        chunks = stream.event_stream(request.app.state, db, bus, user, head, translator, body.include_usage)
+        return sse_response(chunks, headers, ping_s=stream.PING_S)
+    return JSONResponse(await stream.whole(request.app.state, bus, head, translator), headers=headers)

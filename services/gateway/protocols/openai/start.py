@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from sqlmodel import Session
 
-from services.gateway.chat import conversations, messages, runs
+from services.gateway.chat import conversations, messages, queue
 from services.gateway.chat.modes import Mode, graph_for
 from services.gateway.db import Database
 from services.gateway.principal import Principal
@@ -74,8 +74,8 @@ def _open_conversation(session: Session, user: Principal, mode: Mode, prompt: Pr
 
 async def _post(db: Database, bus: Bus, user: Principal, conversation_id: str, mode: Mode, prompt: Prompt,
                 grey: list[str]) -> Started:
-    body = runs.PostMessage(text=prompt.text, mode=mode)
-    accepted = await runs.post_message(db, bus, user, conversation_id, body, grey)
+    body = queue.PostMessage(text=prompt.text, mode=mode)
+    accepted = await queue.post_message(db, bus, user, conversation_id, body, grey)
     return Started(run_id=accepted["run"]["id"], conversation_id=conversation_id)
 
 

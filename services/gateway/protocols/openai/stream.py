@@ -1,20 +1,20 @@
-"""Following a run to its answer: as an OpenAI event stream, or whole.
+"""Following a run to its answer: as an OpenAI event stream, or whole — the `/v1` translator of
+the run feed (`CompletionFrames`).
 
-The run's events are read from the events stream from its start (a chat run that waits its
-turn simply has none yet). The stream starts with the assistant's role at once, then one chunk
-per token or thinking piece, then the finish (and the usage chunk when asked), then
-`data: [DONE]`; a failure after the stream began is a `data: {"error": …}` line, which the
-`openai` SDK raises. A `: ping` comment keeps a quiet stream open (the SDK skips comments).
+The run's events are read from its start (a chat run that waits its turn simply has none yet).
+The stream starts with the assistant's role at once, then one chunk per token or thinking piece,
+then the finish (and the usage chunk when asked), then `data: [DONE]`; a failure after the stream
+began is a `data: {"error": …}` line, which the `openai` SDK raises. A `: ping` comment keeps a
+quiet stream open (the SDK skips comments).
 
 A streamed stateless run whose client went away before its answer ended is cancelled: nobody else can
 read it. A conversation's run goes on: its answer lands in the conversation."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import anyio
@@ -24,59 +24,56 @@ from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.errors import error_body
 from services.gateway.protocols.openai.translate import Ending, Translator
-from services.gateway.protocols.openai.wire import DONE, PING, Head, sse
+from services.gateway.protocols.openai.wire import DONE, Head, sse
 from services.gateway.runs import submit as tasks
-from shared.aio import cancel_and_wait
+from services.gateway.runs.frames import Entry
+from services.gateway.runs.stream import run_frames
 from shared.bus import Bus
-from shared.bus.events import read_events
-from shared.contract.events import AnyEvent
 
 log = logging.getLogger("agentix.gateway.openai")
 PING_S: Final = 10.0
-BATCH: Final = 256  # events written at most in one go
 _BROKE: Final = "The gateway lost the run's event stream; the run may still be going."
 
 
-async def follow(bus: Bus, run_id: str, ping_s: float = PING_S) -> AsyncGenerator[list[AnyEvent] | None, None]:
-    """The run's events in order, in batches of what has arrived (a backlog or a burst of tokens
-    goes out in one write, as the native SSE stream does); None after each `ping_s` without one."""
-    queue: asyncio.Queue[AnyEvent | BaseException | None] = asyncio.Queue(maxsize=BATCH * 4)
+class CompletionFrames:
+    """A run's events as chat completion chunks (`streamed`), or only folded into the
+    translator (a whole completion: `whole`)."""
 
-    async def pump() -> None:
-        try:
-            async for _, event in read_events(bus, run_id):
-                await queue.put(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            await queue.put(exc)
-            return
-        await queue.put(None)
+    def __init__(self, head: Head, translator: Translator, include_usage: bool = False, streamed: bool = True) -> None:
+        self.head = head
+        self.translator = translator
+        self.include_usage = include_usage
+        self.streamed = streamed
 
-    reader = asyncio.create_task(pump(), name=f"openai-{run_id}")
-    try:
-        while True:
-            try:
-                async with asyncio.timeout(ping_s):
-                    items = [await queue.get()]
-            except TimeoutError:
-                yield None
-                continue
-            last = items[-1]
-            while last is not None and not isinstance(last, BaseException) and len(items) < BATCH \
-                    and not queue.empty():
-                last = queue.get_nowait()
-                items.append(last)
-            events = [i for i in items if i is not None and not isinstance(i, BaseException)]
-            if events:
-                yield events
-            if isinstance(last, BaseException):
-                raise last
-            if last is None:
-                return
-    finally:
-        with anyio.CancelScope(shield=True):  # a gone client's scope is cancelled: still stop the reader
-            await cancel_and_wait(reader)
+    @property
+    def after_seq(self) -> int:
+        return 0
+
+    @property
+    def finished(self) -> bool:
+        return self.translator.ending is not None
+
+    def opening(self) -> bytes:
+        return sse(self.head.chunk({"role": "assistant", "content": ""})) if self.streamed else b""
+
+    def frames(self, entry: Entry) -> bytes:
+        delta = self.translator.feed(entry.event)
+        return self.head.delta(delta) if delta is not None and self.streamed else b""
+
+    def caught_up(self) -> bytes:
+        return b""  # a run parked on an approval ends the answer with its own event (`waiting`)
+
+    def closing(self) -> bytes:
+        ending = self.translator.ending
+        if ending is None or not self.streamed:
+            return b""
+        if ending.error is not None:
+            return sse(ending.error) + DONE
+        out = [sse(self.head.chunk({"content": ending.tail}))] if ending.tail else []
+        out.append(sse(self.head.chunk({}, ending.finish_reason)))
+        if self.include_usage:
+            out.append(sse(self.head.usage_chunk(ending.usage)))
+        return b"".join(out) + DONE
 
 
 async def _abandon(db: Database, bus: Bus, user: Principal, run_id: str) -> None:
@@ -88,59 +85,30 @@ async def _abandon(db: Database, bus: Bus, user: Principal, run_id: str) -> None
             log.warning("stateless run %s was left running: %s", run_id, exc)
 
 
-async def event_stream(db: Database, bus: Bus, user: Principal, head: Head, translator: Translator,
+async def event_stream(state: Any, db: Database, bus: Bus, user: Principal, head: Head, translator: Translator,
                        include_usage: bool) -> AsyncIterator[bytes]:
+    """The streamed completion (`state`: the app's)."""
     run_id = translator.started.run_id
-    yield sse(head.chunk({"role": "assistant", "content": ""}))
+    frames = CompletionFrames(head, translator, include_usage)
     try:
-        # Closed here, not whenever the garbage collector gets to it: its reader task stops at once.
-        async with contextlib.aclosing(follow(bus, run_id)) as events:
-            async for batch in events:
-                if batch is None:
-                    yield PING
-                    continue
-                frames = []
-                for event in batch:
-                    delta = translator.feed(event)
-                    if delta is not None:
-                        frames.append(head.delta(delta))
-                    if translator.ending is not None:
-                        break
-                if frames:
-                    yield b"".join(frames)
-                if translator.ending is not None:
-                    break
+        async for body in run_frames(state, bus, run_id, frames, live=True):
+            yield body
     except Exception as exc:
         log.warning("following run %s for an OpenAI stream failed: %s", run_id, exc)
-        translator.ending = Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
+        if translator.ending is None:
+            translator.ending = Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
+            yield frames.closing()
     finally:
         if translator.ending is None and translator.started.conversation_id is None:
             await _abandon(db, bus, user, run_id)
-    ending = translator.ending
-    if ending is None:
-        return
-    if ending.error is not None:
-        yield sse(ending.error)
-    else:
-        if ending.tail:
-            yield sse(head.chunk({"content": ending.tail}))
-        yield sse(head.chunk({}, ending.finish_reason))
-        if include_usage:
-            yield sse(head.usage_chunk(ending.usage))
-    yield DONE
 
 
-async def whole(bus: Bus, head: Head, translator: Translator) -> dict[str, Any]:
+async def whole(state: Any, bus: Bus, head: Head, translator: Translator) -> dict[str, Any]:
     """The completion once the run has ended (or waits for an approval); a failure raises."""
+    folded = CompletionFrames(head, translator, streamed=False)
     try:
-        async with contextlib.aclosing(follow(bus, translator.started.run_id)) as events:
-            async for batch in events:
-                for event in batch or ():
-                    translator.feed(event)
-                    if translator.ending is not None:
-                        break
-                if translator.ending is not None:
-                    break
+        async for _ in run_frames(state, bus, translator.started.run_id, folded, live=True):
+            pass
     except Exception as exc:
         log.warning("following run %s for an OpenAI completion failed: %s", translator.started.run_id, exc)
     ending = translator.ending or Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)

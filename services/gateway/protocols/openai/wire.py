@@ -11,7 +11,6 @@ from services.gateway.protocols.openai.translate import Delta, Ending, Translato
 from shared.contract.models import Usage
 
 DONE: Final = b"data: [DONE]\n\n"
-PING: Final = b": ping\n\n"
 
 
 def usage_object(usage: Usage | None) -> dict[str, int]:
