@@ -1,15 +1,21 @@
-"""SSE fan-out: many clients watching live tasks on ONE gateway process.
+"""SSE fan-out: many clients watching live runs on ONE gateway process, in every protocol.
 
-Scenarios (each on fresh tasks; events published straight to JetStream with `EventPublisher`
+Scenarios (each on fresh runs; events published straight to JetStream with `EventPublisher`
 by a publisher process of its own, paced like a model's tokens — no dispatcher):
   baseline   one client on each of `--baseline-tasks` tasks (the figure the others are
              compared with), and one client on one task;
   one task   `--clients` clients on one task (default 2,000);
-  many tasks `--spread` clients spread over `--tasks` tasks (default 5,000 over 50).
-Every client is attached (it has read its task's first event) before the measured phase; then
-each task gets `--events` tokens at `--rate` per second and its `status`/`done`. Every client
-must receive every event of its task, ids exactly the task's stream sequences in order (checked
-against a replay read straight from JetStream), else the bench fails.
+  many tasks `--spread` clients spread over `--tasks` tasks (default 5,000 over 50);
+  /lg        `--clients` LangGraph clients joining one run's stream
+             (`GET /lg/threads/{tid}/runs/{rid}/stream`, messages-tuple and values);
+  /v1        `--clients` OpenAI clients each streaming a completion of its own
+             (`POST /v1/chat/completions`, stream): chat completions have no way to join
+             another request's run, so this is 2,000 runs, one client each.
+Every client is attached (it has read its run's first frame) before the measured phase; then
+each run gets `--events` tokens at `--rate` per second and its `status`/`done`. Every client
+must receive every frame of its run in order — for the API, ids exactly the run's stream
+sequences (checked against a replay read straight from JetStream); for /lg, the frame ids the
+translator makes of that replay; for /v1, every token in order — else the bench fails.
 
 Printed per scenario: deliveries, the gateway process's CPU seconds (/proc) per delivered event
 and that against the baseline's, events per write (HTTP chunks the clients got), the JetStream
@@ -27,10 +33,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import resource
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +48,8 @@ import httpx
 from bench.memory import rss_mb
 from bench.token_path import TASK_DSL, cpu_seconds
 from services.gateway.embedded import GatewayProcess, settings_env
+from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, modes_of
+from services.gateway.runs.frames import Entry
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, read_events
@@ -48,44 +58,88 @@ from shared.natsd import NatsServer, free_port
 from shared.settings import Settings
 
 CONNECTING = 64  # clients opening their stream at once (the rest wait their turn)
+LG_MODES = ["messages-tuple", "values"]  # what the /lg clients ask for
 
 
 @dataclass
 class Client:
-    """One SSE client: the ids of the frames it got, in order."""
+    """One SSE client: the ids of the frames it got, in order (for /v1, the tokens)."""
 
     task_id: str
-    ids: list[int] = field(default_factory=list)
+    path: str = ""  # what it asks for (None-protocol default: the task's events)
+    ids: list[Any] = field(default_factory=list)
     writes: int = 0  # HTTP chunks received after the first event: one per write of the gateway
     attached: asyncio.Event = field(default_factory=asyncio.Event)
     done: bool = False
 
 
-async def watch(port: int, token: str, client: Client, gate: asyncio.Semaphore) -> None:
-    async with gate:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
-        writer.write((f"GET /api/v1/tasks/{client.task_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n").encode())
-        head = await reader.readuntil(b"\r\n\r\n")
-        if not head.startswith(b"HTTP/1.1 200") or b"chunked" not in head.lower():
-            raise RuntimeError(f"unexpected answer: {head[:200]!r}")
+async def _open(port: int, request: bytes) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200") or b"chunked" not in head.lower():
+        raise RuntimeError(f"unexpected answer: {head[:300]!r}")
+    return reader, writer, head
+
+
+async def _blocks(reader: asyncio.StreamReader, client: Client) -> AsyncIterator[bytes]:
+    """The SSE blocks of a chunked response, until the client is done or the response ends."""
     tail = b""
+    while not client.done:
+        size = int((await reader.readline()).strip(), 16)  # chunked transfer coding
+        if size == 0:
+            return
+        client.writes += client.attached.is_set()
+        # The gateway's frames end lines with \n, sse-starlette's heartbeats with \r\n.
+        blocks = (tail + (await reader.readexactly(size + 2))[:-2]).replace(b"\r\n", b"\n").split(b"\n\n")
+        tail = blocks.pop()
+        for block in blocks:
+            yield block
+
+
+async def watch(port: int, token: str, client: Client, gate: asyncio.Semaphore) -> None:
+    """The API's SSE of a task (ids: stream sequences), or /lg's join of a run (ids: frame ids)."""
+    path = client.path or f"/api/v1/tasks/{client.task_id}/events"
+    async with gate:
+        reader, writer, _ = await _open(port, (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                                f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+                                                ).encode())  # fmt: skip
     try:
-        while not client.done:
-            size = int((await reader.readline()).strip(), 16)  # chunked transfer coding
-            if size == 0:
+        async for block in _blocks(reader, client):
+            if not block.startswith(b"id: "):
+                client.done = client.done or block.startswith(b"event: end\n")  # /lg's last frame
+                continue  # heartbeat (no id) or keep-alive comment
+            frame_id = block[4:block.index(b"\n")].decode()
+            client.ids.append(frame_id if client.path else int(frame_id))
+            client.attached.set()
+            if b"\nevent: done\n" in block:
+                client.done = True
+    finally:
+        writer.close()
+
+
+async def complete(port: int, token: str, client: Client, gate: asyncio.Semaphore) -> None:
+    """One streamed chat completion on a run of its own (`/v1`): its run id is learned from the
+    answer's head; each content delta is a token."""
+    body = json.dumps({"model": "agentix-direct", "stream": True, "messages": [{"role": "user", "content": "q"}]})
+    async with gate:
+        reader, writer, head = await _open(port, (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+    found = re.search(rb"(?im)^x-agentix-run-id: (\S+)", head)
+    assert found is not None, head
+    client.task_id = found.group(1).decode()
+    try:
+        async for block in _blocks(reader, client):
+            if not block.startswith(b"data: "):
+                continue
+            if block == b"data: [DONE]":
+                client.done = True
                 break
-            client.writes += client.attached.is_set()
-            # The gateway's frames end lines with \n, sse-starlette's heartbeats with \r\n.
-            blocks = (tail + (await reader.readexactly(size + 2))[:-2]).replace(b"\r\n", b"\n").split(b"\n\n")
-            tail = blocks.pop()
-            for block in blocks:
-                if not block.startswith(b"id: "):
-                    continue  # heartbeat (no id) or keep-alive comment
-                client.ids.append(int(block[4:block.index(b"\n")]))
-                client.attached.set()
-                if b"\nevent: done\n" in block:
-                    client.done = True
+            delta = json.loads(block[6:])["choices"]
+            if delta and "content" in delta[0]["delta"] and delta[0]["delta"]["content"]:
+                client.ids.append(delta[0]["delta"]["content"])
+            client.attached.set()  # the role chunk comes first
     finally:
         writer.close()
 
@@ -144,17 +198,44 @@ class Publisher:
         await self.proc.wait()
 
 
+async def started(bus: Bus, runs: list[str]) -> None:
+    for run_id in runs:  # the first event: a client that has it is attached
+        pub = EventPublisher(bus, run_id)
+        await pub.emit(StatusEvent(task_id=run_id, status="running"))
+        await pub.flush()
+
+
 async def new_tasks(http: httpx.AsyncClient, bus: Bus, count: int) -> list[str]:
     tasks = []
     for _ in range(count):
         resp = await http.post("/api/v1/tasks", json={"dsl": TASK_DSL, "input": {"text": "q"}})
         resp.raise_for_status()
         tasks.append(resp.json()["id"])
-    for task_id in tasks:  # the first event: a client that has it is attached
-        pub = EventPublisher(bus, task_id)
-        await pub.emit(StatusEvent(task_id=task_id, status="running"))
-        await pub.flush()
+    await started(bus, tasks)
     return tasks
+
+
+async def new_lg_run(http: httpx.AsyncClient, bus: Bus) -> tuple[str, str]:
+    """A LangGraph run on a thread of its own (its task waits in the queue: no dispatcher)."""
+    thread = (await http.post("/lg/threads", json={})).json()["thread_id"]
+    resp = await http.post(f"/lg/threads/{thread}/runs", json={"input": {"messages": [{"role": "user",
+                                                                                     "content": "q"}]}})
+    resp.raise_for_status()
+    run_id: str = resp.json()["run_id"]
+    await started(bus, [run_id])
+    return thread, run_id
+
+
+async def expected(bus: Bus, client: Client) -> list[Any]:
+    """What the client must have got, from a replay of its run's log."""
+    entries = [Entry(seq, event) async for seq, event in read_events(bus, client.task_id, follow=False)]
+    if not client.path:
+        return [e.seq for e in entries]
+    if client.path.startswith("/lg/"):
+        frames = LgFrames(RunStream(client.task_id, "thread", [], modes_of(LG_MODES)))
+        made = frames.opening() + b"".join(frames.frames(e) for e in entries)
+        return [m.decode() for m in re.findall(rb"^id: (\S+)$", made, re.M)]
+    return [e.event.text for e in entries if isinstance(e.event, TokenEvent)]
 
 
 @dataclass
@@ -176,13 +257,22 @@ class Result:
 
 
 async def scenario(name: str, settings: Settings, gw: GatewayProcess, pid: int, http: httpx.AsyncClient, bus: Bus,
-                   token: str, tasks: int, clients: int, events: int, rate: float) -> Result:  # fmt: skip
-    task_ids = await new_tasks(http, bus, tasks)
-    publisher = await Publisher(settings).start()
-    watchers = [Client(task_ids[i % tasks]) for i in range(clients)]
+                   token: str, tasks: int, clients: int, events: int, rate: float,
+                   protocol: str = "api") -> Result:  # fmt: skip
     gate = asyncio.Semaphore(CONNECTING)
     cpu0 = cpu_seconds(pid)
-    readers = [asyncio.create_task(watch(gw.port, token, c, gate)) for c in watchers]
+    if protocol == "lg":
+        thread, run_id = await new_lg_run(http, bus)
+        path = f"/lg/threads/{thread}/runs/{run_id}/stream?" + "&".join(f"stream_mode={m}" for m in LG_MODES)
+        watchers = [Client(run_id, path) for _ in range(clients)]
+        readers = [asyncio.create_task(watch(gw.port, token, c, gate)) for c in watchers]
+    elif protocol == "v1":
+        watchers = [Client("", "/v1") for _ in range(clients)]
+        readers = [asyncio.create_task(complete(gw.port, token, c, gate)) for c in watchers]
+    else:
+        task_ids = await new_tasks(http, bus, tasks)
+        watchers = [Client(task_ids[i % tasks]) for i in range(clients)]
+        readers = [asyncio.create_task(watch(gw.port, token, c, gate)) for c in watchers]
     attached: asyncio.Future[Any] = asyncio.gather(*(c.attached.wait() for c in watchers))
     waited: list[asyncio.Future[Any]] = [attached, *readers]
     await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
@@ -191,26 +281,31 @@ async def scenario(name: str, settings: Settings, gw: GatewayProcess, pid: int, 
         for r in readers:
             if r.done():
                 r.result()  # a client failed before it was attached: say why
+    run_ids = sorted({c.task_id for c in watchers})
+    if protocol == "v1":
+        await started(bus, run_ids)
     cpu1 = cpu_seconds(pid)
+    publisher = await Publisher(settings).start()
     infos = await bus.js.consumers_info(bus.names.events_stream)
-    consumers = sum(1 for c in infos if c.push_bound and any(t in (c.config.filter_subject or "") for t in task_ids))
-    started = time.perf_counter()
-    await asyncio.gather(publisher.run(task_ids, events, rate), *readers)
-    wall = time.perf_counter() - started
+    consumers = sum(1 for c in infos if c.push_bound and any(t in (c.config.filter_subject or "") for t in run_ids))
+    started_at = time.perf_counter()
+    await asyncio.gather(publisher.run(run_ids, events, rate), *readers)
+    wall = time.perf_counter() - started_at
     cpu2 = cpu_seconds(pid)
 
-    logs = {t: [seq async for seq, _ in read_events(bus, t, follow=False)] for t in task_ids}
-    wrong = [(i, c) for i, c in enumerate(watchers) if c.ids != logs[c.task_id]]
+    wanted = {c.task_id: await expected(bus, c) for c in {c.task_id: c for c in watchers}.values()}
+    wrong = [(i, c) for i, c in enumerate(watchers) if c.ids != wanted[c.task_id] or not c.done]
     if wrong:
         i, c = wrong[0]
-        log = logs[c.task_id]
+        log = wanted[c.task_id]
         first = next((k for k, (a, b) in enumerate(zip(c.ids, log, strict=False)) if a != b), min(len(c.ids), len(log)))
-        raise AssertionError(f"{name}: {len(wrong)} clients did not get every event in order; client {i} "
-                             f"got {len(c.ids)} of {len(log)}, first difference at {first}: "
+        raise AssertionError(f"{name}: {len(wrong)} clients did not get every frame in order (or no end); client "
+                             f"{i} got {len(c.ids)} of {len(log)}, first difference at {first}: "
                              f"{c.ids[first:first + 3]} vs {log[first:first + 3]}")
-    deliveries = sum(len(c.ids) - 1 for c in watchers)  # the first event came before the measure
+    deliveries = sum(len(c.ids) for c in watchers)
     writes = sum(c.writes for c in watchers)
-    return Result(name, tasks, clients, deliveries, cpu2 - cpu1, cpu1 - cpu0, consumers, rss_mb(pid), wall, writes)
+    return Result(name, len(run_ids), clients, deliveries, cpu2 - cpu1, cpu1 - cpu0, consumers, rss_mb(pid), wall,
+                  writes)
 
 
 def raise_open_files(needed: int) -> None:
@@ -232,16 +327,21 @@ async def main(args: argparse.Namespace) -> None:
     try:
         async with httpx.AsyncClient(base_url=gw.url, headers={"Authorization": f"Bearer {token}"},
                                      timeout=60) as http:  # fmt: skip
-            plan = [(f"1 client on each of {args.baseline_tasks} tasks", args.baseline_tasks, args.baseline_tasks),
-                    ("1 client on 1 task", 1, 1),
-                    (f"{args.clients:,} clients on 1 task", 1, args.clients),
-                    (f"{args.spread:,} clients on {args.tasks} tasks", args.tasks, args.spread)]
+            each = args.baseline_tasks
+            plan = [(f"1 client on each of {each} tasks", each, each, "api"),
+                    ("1 client on 1 task", 1, 1, "api"),
+                    (f"{args.clients:,} clients on 1 task", 1, args.clients, "api"),
+                    (f"{args.spread:,} clients on {args.tasks} tasks", args.tasks, args.spread, "api"),
+                    (f"/lg: {args.clients:,} clients on 1 run", 1, args.clients, "lg"),
+                    (f"/v1: {args.clients:,} completions", args.clients, args.clients, "v1")]
             # Warm-up (first requests, first events parsed): not measured.
             await scenario("warm-up", settings, gw, pid, http, bus, token, 2, 20, args.events, args.rate)
             results = []
-            for name, tasks, clients in plan:
+            for name, tasks, clients, protocol in plan:
+                if args.only and protocol not in args.only:
+                    continue
                 result = await scenario(name, settings, gw, pid, http, bus, token, tasks, clients,
-                                        args.events, args.rate)  # fmt: skip
+                                        args.events, args.rate, protocol)  # fmt: skip
                 results.append(result)
                 print(f"{name}: ok ({result.wall_s:.1f} s)", flush=True)
     finally:
@@ -270,4 +370,5 @@ if __name__ == "__main__":
     parser.add_argument("--events", type=int, default=200, help="tokens per task")
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second per task")
     parser.add_argument("--baseline-tasks", type=int, default=20, help="tasks of the one-client-each baseline")
+    parser.add_argument("--only", nargs="*", choices=["api", "lg", "v1"], help="these protocols' scenarios only")
     asyncio.run(main(parser.parse_args()))

@@ -45,6 +45,7 @@ from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs import submit as tasks
 from services.gateway.runs.recorded import announce
+from services.gateway.runs.submit import BeforeQueue
 from services.gateway.tables import Task
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event, last_event_n
@@ -183,7 +184,9 @@ def require_bus(bus: Bus | None) -> Bus:
 
 
 async def post_message(db: Database, bus: Bus | None, user: Principal, conversation_id: str, body: PostMessage,
-                       grey: list[str]) -> dict[str, Any]:
+                       grey: list[str], before_queue: BeforeQueue | None = None) -> dict[str, Any]:
+    """`before_queue` runs before a run that is active at once is published (a run held behind
+    others is published by the queue later, without it): e.g. to start reading its events."""
     if body.multitask in STOPPING:
         require_bus(bus)  # the interruption is a cancel on the bus: refuse before writing anything
 
@@ -201,6 +204,8 @@ async def post_message(db: Database, bus: Bus | None, user: Principal, conversat
         for dropped in accepted.dropped:
             await end_unrun(bus, dropped, f"dropped: run {run_id} interrupted the conversation")
     if accepted.task is not None:
+        if before_queue is not None:
+            await before_queue(accepted.task)
         await tasks.queue_task(db, bus, accepted.task)
     if accepted.interrupt is not None:
         try:

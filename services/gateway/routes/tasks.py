@@ -13,8 +13,7 @@ from services.gateway.problems import ApiProblem
 from services.gateway.runs import approvals as task_approvals
 from services.gateway.runs import submit as svc
 from services.gateway.runs import views
-from services.gateway.runs.feed import NewRunFeed
-from services.gateway.runs.stream import task_stream
+from services.gateway.runs.stream import NewRunFeed, task_stream
 from shared.contract.task import TERMINAL, TaskStatus
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])

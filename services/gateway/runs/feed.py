@@ -40,7 +40,6 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from services.gateway.runs.frames import BATCH, FLUSH_S, Entry, batched
-from services.gateway.tables import Task
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.events import read_events
@@ -325,28 +324,6 @@ class RunFeed:
             if seq >= self.dropped_seq and (self.complete or not self.ended):
                 cursor.rejoin = True
                 return
-
-
-class NewRunFeed:
-    """The feed one request opens for the run it creates (`open`, run before the run is
-    queued), let go on `release` unless `handed_over` to the request's response first."""
-
-    def __init__(self, feeds: RunFeeds | None) -> None:
-        self.feeds = feeds
-        self._held: str | None = None
-
-    async def open(self, task: Task) -> None:
-        if self.feeds is not None and self.feeds.bus.connected:
-            await self.feeds.open_for_new_run(task.id)
-            self._held = task.id
-
-    def handed_over(self) -> None:
-        self._held = None
-
-    def release(self) -> None:
-        if self.feeds is not None and self._held is not None:
-            self.feeds.release(self._held)
-            self._held = None
 
 
 class RunFeeds:

@@ -17,8 +17,9 @@ from typing import Any
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from services.gateway.problems import ApiProblem
-from services.gateway.runs.feed import Batches
+from services.gateway.runs.feed import Batches, RunFeeds
 from services.gateway.runs.frames import Added, Entry, NativeFrames, Translator, batched
+from services.gateway.tables import Task
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.contract.base import utcnow
@@ -107,6 +108,28 @@ async def run_frames(state: Any, bus: Bus, run_id: str, translator: Translator, 
             yield closing
     finally:
         metrics.sse_clients.dec()
+
+
+class NewRunFeed:
+    """The feed one request opens for the run it creates (`open`, run before the run is
+    queued), let go on `release` unless `handed_over` to the request's response first."""
+
+    def __init__(self, feeds: RunFeeds | None) -> None:
+        self.feeds = feeds
+        self._held: str | None = None
+
+    async def open(self, task: Task) -> None:
+        if self.feeds is not None and self.feeds.bus.connected:
+            await self.feeds.open_for_new_run(task.id)
+            self._held = task.id
+
+    def handed_over(self) -> None:
+        self._held = None
+
+    def release(self) -> None:
+        if self.feeds is not None and self._held is not None:
+            self.feeds.release(self._held)
+            self._held = None
 
 
 def sse_response(body: AsyncIterator[bytes], headers: dict[str, str] | None = None, *,

@@ -179,9 +179,12 @@ async def queue_task(db: Database, bus: Bus | None, task: Task) -> bool:
     return True
 
 
+BeforeQueue = Callable[[Task], Awaitable[None]]  # runs once a new task's row is written, before it is published
+
+
 async def submit(
     db: Database, bus: Bus | None, user: Principal, body: SubmitTask, key: str | None, grey: list[str],
-    before_queue: Callable[[Task], Awaitable[None]] | None = None,
+    before_queue: BeforeQueue | None = None,
 ) -> tuple[Task, bool, bool]:
     """Returns (task, created, queued). `before_queue` runs once a new task's row is written,
     before its message is published (e.g. to start reading its events)."""

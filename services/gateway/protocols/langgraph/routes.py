@@ -19,7 +19,7 @@ from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import FrameId, LgFrames, parse_id
-from services.gateway.runs.stream import SSE_DOC, sse_response
+from services.gateway.runs.stream import SSE_DOC, NewRunFeed, sse_response
 from shared.bus import Bus
 
 PREFIX = "/lg"
@@ -58,8 +58,9 @@ def _stream(request: Request, db: Database, bus: Bus, started: runs.Started, aft
 
 
 async def _start(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
-                 body: runs.RunCreate) -> runs.Started:
-    started = await runs.start(db, bus, user, thread_id, body, lambda text: check_question(request, text))
+                 body: runs.RunCreate, new_feed: NewRunFeed | None = None) -> runs.Started:
+    started = await runs.start(db, bus, user, thread_id, body, lambda text: check_question(request, text),
+                               new_feed.open if new_feed is not None else None)
     request.state.audit_target = f"thread_id={started.run.conversation_id},run_id={started.run.id}"
     return started
 
@@ -114,7 +115,13 @@ async def list_runs(thread_id: str, user: LgUser, db: DatabaseDep, limit: Annota
 @router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
 async def stream_run(thread_id: str, body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                      bus: BusDep) -> EventSourceResponse:
-    return _stream(request, db, bus, await _start(request, user, db, bus, thread_id, body))
+    new_feed = NewRunFeed(request.app.state.run_feeds)  # the new run's events, live from the first
+    try:
+        response = _stream(request, db, bus, await _start(request, user, db, bus, thread_id, body, new_feed))
+        new_feed.handed_over()
+        return response
+    finally:
+        new_feed.release()
 
 
 @router.post("/threads/{thread_id}/runs")
@@ -171,9 +178,15 @@ async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser
 @router.post("/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
 async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                            bus: BusDep) -> EventSourceResponse:
-    started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
-                                               lambda text: check_question(request, text))
-    return _stream(request, db, bus, started, on_end=done)
+    new_feed = NewRunFeed(request.app.state.run_feeds)
+    try:
+        started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
+                                                   lambda text: check_question(request, text), new_feed.open)
+        response = _stream(request, db, bus, started, on_end=done)
+        new_feed.handed_over()
+        return response
+    finally:
+        new_feed.release()
 
 
 @router.post("/runs/wait")

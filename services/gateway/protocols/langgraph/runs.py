@@ -24,6 +24,7 @@ from services.gateway.protocols.langgraph import assistants, messages, threads
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, modes_of
 from services.gateway.runs.stream import run_frames
+from services.gateway.runs.submit import BeforeQueue
 from services.gateway.tables import Task, aware
 from shared.bus import Bus
 from shared.bus.events import last_event
@@ -165,7 +166,9 @@ Guard = Callable[[str], Awaitable[list[str]]]  # a question → its grey guardra
 
 
 async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, body: RunCreate,
-                guard: Guard) -> Started:
+                guard: Guard, before_queue: BeforeQueue | None = None) -> Started:
+    """The thread's new run (or the one its `command.resume` answers); `before_queue` runs before
+    a new run is published, when it is at once."""
     modes = modes_of(body.stream_mode)
     if body.command is not None and "resume" in body.command:
         return await _resume(db, bus, user, thread_id, body.command["resume"], modes)
@@ -178,7 +181,7 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     grey = await guard(text)
     await db.run(_ensure_thread, user, thread_id, body)
     posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body), multitask=body.multitask_strategy)
-    accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey)
+    accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue)
 
     def opened(session: Session) -> Started:
         run = chat_runs.load_owned(session, user, accepted["run"]["id"])
@@ -256,13 +259,13 @@ _cleanups: set[asyncio.Task[None]] = set()  # stateless runs' threads, deleted o
 
 
 async def start_stateless(state: Any, db: Database, bus: Bus, user: Principal, body: RunCreate,
-                          guard: Guard) -> tuple[Started, Callable[[], None]]:
+                          guard: Guard, before_queue: BeforeQueue | None = None) -> tuple[Started, Callable[[], None]]:
     """A run on a thread of its own, and what to call once its reader is done: the thread is then
     deleted as soon as the run has ended or stopped at an approval, unless `on_completion: keep`.
     A run waiting for an approval is stopped with it: nobody could resume it without its thread."""
     conversation, _ = await db.run(threads.create, user, threads.NewThread())
     try:
-        started = await start(db, bus, user, conversation.id, body, guard)
+        started = await start(db, bus, user, conversation.id, body, guard, before_queue)
     except Exception:
         await db.run(remove_thread, user, conversation.id)
         raise

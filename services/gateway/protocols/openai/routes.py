@@ -16,7 +16,7 @@ from services.gateway.protocols.openai.errors import OpenAIRoute
 from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.protocols.openai.wire import Head
-from services.gateway.runs.stream import sse_response
+from services.gateway.runs.stream import NewRunFeed, sse_response
 
 # Not in /openapi.json, whose errors are problem+json: OpenAI's API reference describes these.
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, include_in_schema=False)
@@ -45,14 +45,21 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
     assistant = await db.run(assistants.resolve, user, body.model)
     # A conversation's run reads only the new message: the sent history goes nowhere then.
     grey = await guard(request, prompt.strings() if wish in (None, start.NEW) else [prompt.text])
-    started = await start.start(db, bus, user, assistant, prompt, wish, grey)
-    request.state.audit_target = f"run_id={started.run_id}"
-    headers = {"X-Agentix-Run-Id": started.run_id}
-    if started.conversation_id:
-        headers[start.CONVERSATION_ID] = started.conversation_id
-    head = Head(id=f"chatcmpl-{started.run_id}", created=int(time.time()), model=body.model)
-    translator = Translator.for_mode(started, assistant.mode)
-    if body.stream:
+    # A streamed answer reads its run's events live from the first, with no consumer of its own.
+    new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
+    try:
+        started = await start.start(db, bus, user, assistant, prompt, wish, grey, new_feed.open)
+        request.state.audit_target = f"run_id={started.run_id}"
+        headers = {"X-Agentix-Run-Id": started.run_id}
+        if started.conversation_id:
+            headers[start.CONVERSATION_ID] = started.conversation_id
+        head = Head(id=f"chatcmpl-{started.run_id}", created=int(time.time()), model=body.model)
+        translator = Translator.for_mode(started, assistant.mode)
+        if not body.stream:
+            return JSONResponse(await stream.whole(request.app.state, bus, head, translator), headers=headers)
         chunks = stream.event_stream(request.app.state, db, bus, user, head, translator, body.include_usage)
-        return sse_response(chunks, headers, ping_s=stream.PING_S)
-    return JSONResponse(await stream.whole(request.app.state, bus, head, translator), headers=headers)
+        response = sse_response(chunks, headers, ping_s=stream.PING_S)
+        new_feed.handed_over()
+        return response
+    finally:
+        new_feed.release()

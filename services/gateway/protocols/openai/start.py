@@ -24,6 +24,7 @@ from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.assistants import Assistant
 from services.gateway.protocols.openai.request import Prompt
 from services.gateway.runs import submit as tasks
+from services.gateway.runs.submit import BeforeQueue
 from shared.bus import Bus
 from shared.contract.task import TaskOptions
 
@@ -73,14 +74,14 @@ def _open_conversation(session: Session, user: Principal, mode: Mode, prompt: Pr
 
 
 async def _post(db: Database, bus: Bus, user: Principal, conversation_id: str, mode: Mode, prompt: Prompt,
-                grey: list[str]) -> Started:
+                grey: list[str], before_queue: BeforeQueue | None) -> Started:
     body = queue.PostMessage(text=prompt.text, mode=mode)
-    accepted = await queue.post_message(db, bus, user, conversation_id, body, grey)
+    accepted = await queue.post_message(db, bus, user, conversation_id, body, grey, before_queue)
     return Started(run_id=accepted["run"]["id"], conversation_id=conversation_id)
 
 
 async def _stateless(db: Database, bus: Bus, user: Principal, assistant: Assistant, prompt: Prompt,
-                     grey: list[str]) -> Started:
+                     grey: list[str], before_queue: BeforeQueue | None) -> Started:
     task_input: dict[str, Any] = {"text": prompt.text}
     if assistant.workflow is not None:
         if assistant.takes_history:
@@ -89,18 +90,20 @@ async def _stateless(db: Database, bus: Bus, user: Principal, assistant: Assista
     else:
         task_input["history"] = prompt.history
         body = tasks.SubmitTask(dsl=graph_for(assistant.mode or "react"), input=task_input, options=TaskOptions())
-    task, _, _ = await tasks.submit(db, bus, user, body, None, grey)
+    task, _, _ = await tasks.submit(db, bus, user, body, None, grey, before_queue)
     return Started(run_id=task.id, conversation_id=None)
 
 
 async def start(db: Database, bus: Bus, user: Principal, assistant: Assistant, prompt: Prompt, wish: str | None,
-                grey: list[str]) -> Started:
+                grey: list[str], before_queue: BeforeQueue | None = None) -> Started:
+    """The run; `before_queue` runs before it is published, when it is at once (a conversation's
+    run held behind others is published later, without it)."""
     if wish is None:
-        return await _stateless(db, bus, user, assistant, prompt, grey)
+        return await _stateless(db, bus, user, assistant, prompt, grey, before_queue)
     if assistant.mode is None:
         raise _bad_header(f"A conversation runs the built-in chat agent (model agentix-<mode>); the workflow "
                           f"`{assistant.id}` answers stateless requests only.")
     conversation_id = wish
     if wish == NEW:
         conversation_id = await db.run(_open_conversation, user, assistant.mode, prompt)
-    return await _post(db, bus, user, conversation_id, assistant.mode, prompt, grey)
+    return await _post(db, bus, user, conversation_id, assistant.mode, prompt, grey, before_queue)
