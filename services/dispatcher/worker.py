@@ -228,7 +228,7 @@ class Worker:
         events = RedactingEvents(EventPublisher(self.bus, task.task_id, start_n=start_n), self.pool.redactor)
         listing = await self.tools.listing()
         try:
-            plan = compile_plan(task.dsl, listing.tools)
+            plan = compile_plan(task.dsl, listing.tools, checked=task.dsl_checked)
         except CompileError as exc:
             # Unknown tools while a tool service did not answer are missing for now, not unknown:
             # the task is tried again (up to its deliveries), never failed for a restart.
@@ -331,7 +331,7 @@ class Worker:
             if cp is None or cp.status != "waiting" or cp.task is None:
                 return
             task = TaskMessage.model_validate(cp.task)
-            plan = compile_plan(task.dsl)
+            plan = compile_plan(task.dsl, checked=task.dsl_checked)
             events = RedactingEvents(EventPublisher(self.bus, task.task_id, start_n=max(
                 cp.event_n, await last_event_n(self.bus, task.task_id))), self.pool.redactor)
             spec = TaskSpec(task_id=task.task_id, user_id=task.user_id, message=cp.task)

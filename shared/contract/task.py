@@ -55,6 +55,9 @@ class TaskMessage(Contract):
     # Set by the gateway's tier-1 guardrail when the input is neither clean nor blocked.
     guardrail_grey: list[str] = Field(default_factory=list)
     retry: int = 0
+    # The gateway found `dsl` valid (`shared.contract.validate`) before publishing it: a
+    # dispatcher builds its plan without checking every rule again (one validation per document).
+    dsl_checked: bool = False
 
 
 class ResumeMessage(Contract):

@@ -96,6 +96,27 @@ def validate_dsl(raw: Any) -> ValidationResult:
     return ValidationResult(errors=out.errors, warnings=out.warnings, workflow=workflow if not out.errors else None)
 
 
+def parse_checked(raw: dict[str, Any]) -> Workflow:
+    """The workflow of a document already found valid where it was submitted: its nodes and
+    edges as `validate_dsl` would give them, none of the rules checked again. Raises (ValueError,
+    KeyError, TypeError, a pydantic ValidationError) when the document does not even parse: a
+    caller then validates it, for the reasons."""
+    nodes = []
+    for item in raw["nodes"]:
+        config = item.get("config")
+        body = {"id": item["id"], "kind": item["kind"], "label": item.get("label"),
+                "config": {} if config is None else config}
+        nodes.append(NODE_MODELS[item["kind"]].model_validate(body))
+    edges: list[Edge] = []
+    seen: set[tuple[str, str, str | None]] = set()
+    for item in raw.get("edges", []):
+        key = (item["source"], item["target"], item.get("sourceHandle") or None)
+        if key not in seen:  # a repeated edge is dropped, as the validator drops it
+            seen.add(key)
+            edges.append(Edge(source=key[0], target=key[1], source_handle=key[2]))
+    return Workflow.model_construct(version=DSL_VERSION, nodes=cast("list[Node]", nodes), edges=edges)
+
+
 def _size(raw: Any) -> int | None:
     try:
         return len(json.dumps(raw, ensure_ascii=False, allow_nan=False).encode())

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
+from services.dispatcher.engine import compile as compile_module
 from services.dispatcher.engine.compile import CompileError, compile_plan
 from shared.contract.tools import ToolDescriptor
 from tests.unit.engine_fakes import graph, node
@@ -62,3 +64,30 @@ def test_unknown_tool_is_checked_against_the_registry() -> None:
 def test_auto_tools_need_no_registry_entry() -> None:
     doc = graph([node("in", "input"), node("a", "agent", prompt="p", tools="auto")], [("in", "a")])
     assert compile_plan(doc, tools()).nodes["a"].kind == "agent"
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_a_document_the_gateway_checked_is_parsed_not_validated_again(example: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """One validation per document: a task the gateway validated (`dsl_checked`) gets the plan
+    the validator's workflow gives, without the validator running again in the dispatcher."""
+    doc = json.loads(example.read_text())
+    monkeypatch.setattr(compile_module, "_CACHE", type(compile_module._CACHE)())
+    validated = compile_plan(doc)
+    monkeypatch.setattr(compile_module, "_CACHE", type(compile_module._CACHE)())
+
+    def no_validation(raw: object) -> None:
+        raise AssertionError("validated a second time")
+
+    monkeypatch.setattr(compile_module, "validate_dsl", no_validation)
+    checked = compile_plan(doc, checked=True)
+    assert checked == validated
+
+
+def test_a_checked_document_that_does_not_parse_is_validated_for_its_reasons() -> None:
+    with pytest.raises(CompileError) as info:
+        compile_plan({"version": "1", "nodes": [{"id": "a"}], "edges": []}, checked=True)
+    assert "unknown_kind" in {p.code for p in info.value.problems}

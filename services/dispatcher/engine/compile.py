@@ -2,7 +2,8 @@
 
 1. normalise   — decode text/bytes; canonical JSON text is also the key of a small plan cache
                  (saved workflows are submitted again and again; a plan is immutable)
-2. validate    — every DSL.md rule (`shared.contract.validate`)
+2. validate    — every DSL.md rule (`shared.contract.validate`); a document the gateway found
+                 valid already (`checked`) is only parsed: one validation per document
 3. templates   — compile every template/expression once; resolve the node ids each node reads
 4. topology    — topological order, predecessor/successor maps, in/out edges, branch handle sets
 5. tools       — `unknown_tool` against the registry (`list_tools`), when one is given
@@ -31,7 +32,7 @@ from shared.contract.dsl import (
 )
 from shared.contract.templates import ITEM_NAMES, SCOPE_NAMES, Compiled, TemplateProblem, compile_field
 from shared.contract.tools import ToolDescriptor
-from shared.contract.validate import Problem, document_key, validate_dsl
+from shared.contract.validate import Problem, document_key, parse_checked, validate_dsl
 from shared.errors import AgentixError
 
 KB_SEARCH = "kb_search"
@@ -96,14 +97,15 @@ class Plan:
     tools: Mapping[str, ToolDescriptor] | None
 
 
-def compile_plan(raw: Any, tools: Sequence[ToolDescriptor] | None = None) -> Plan:
+def compile_plan(raw: Any, tools: Sequence[ToolDescriptor] | None = None, *, checked: bool = False) -> Plan:
     doc, key = _normalise(raw)
     registry_key = None if tools is None else tuple(sorted((t.name, t.agent, tuple(t.inject)) for t in tools))
     cache_key = (key, registry_key) if key is not None else None
     if cache_key is not None and (cached := _CACHE.get(cache_key)) is not None:
         _CACHE.move_to_end(cache_key)
         return cached
-    workflow = _validate(doc)
+    workflow = _parsed(doc) if checked else None
+    workflow = workflow or _validate(doc)
     templates = _templates(workflow)
     plan = _topology(workflow, templates, tools)
     if tools is not None:
@@ -127,6 +129,15 @@ def _normalise(raw: Any) -> tuple[Any, bytes | None]:
         except (ValueError, UnicodeDecodeError):
             return raw, None  # the validator reports it
     return raw, document_key(raw)
+
+
+def _parsed(raw: Any) -> Workflow | None:
+    """A checked document's workflow; None when it does not parse (then it is validated, for the
+    reasons: it cannot have been checked as it is)."""
+    try:
+        return parse_checked(raw)
+    except Exception:
+        return None
 
 
 def _validate(raw: Any) -> Workflow:

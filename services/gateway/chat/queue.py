@@ -40,6 +40,7 @@ from services.gateway.chat.modes import Mode, graph_for
 from services.gateway.chat.states import RUN_TERMINAL, follow, move, state_for
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
+from services.gateway.dsl import check_dsl
 from services.gateway.ids import new_id
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
@@ -97,10 +98,12 @@ def make_task(session: Session, conversation: Conversation, run: ChatRun) -> Tas
     session.add(run)
     remembered = memory.plan(messages.said(session, conversation.id, run.seq), conversation.summary,
                              conversation.summarized)
+    dsl = graph_for(run.mode, fold=remembered.folds, kb=conversation.kb is not None)
+    check_dsl(dsl)  # built here, but checked as a submitted one is: the dispatcher does not check again
     task = Task(
         id=run.id,
         user_id=conversation.user_id,
-        dsl=graph_for(run.mode, fold=remembered.folds, kb=conversation.kb is not None),
+        dsl=dsl,
         input={"text": asked.content if asked else "", **remembered.task_input(),
                **({"kb": conversation.kb} if conversation.kb else {})},
         options={"model": run.model} if run.model else {},

@@ -135,6 +135,8 @@ async def _create_task(db: Database, user: Principal, body: SubmitTask, key: str
 
 
 def task_message(task: Task) -> TaskMessage:
+    """The message of a task row; every row's DSL was validated before it was written (a
+    submission's by `check_dsl`, a chat run's by the conversation queue), so it says so."""
     return TaskMessage(
         task_id=task.id,
         user_id=task.user_id,
@@ -144,6 +146,7 @@ def task_message(task: Task) -> TaskMessage:
         session_id=task.session_id,
         guardrail_grey=list(task.guardrail_grey or []),
         retry=task.retry,
+        dsl_checked=True,
     )
 
 
