@@ -33,7 +33,6 @@ from services.gateway.middleware.ratelimit import RateLimitMiddleware
 from services.gateway.middleware.recovery import RecoveryMiddleware
 from services.gateway.middleware.request_id import RequestIdMiddleware
 from services.gateway.middleware.tracing import TracingMiddleware
-from services.gateway.migrate import check_schema
 from services.gateway.openai_compat import mount_openai
 from services.gateway.openapi import install_openapi
 from services.gateway.problems import install_problem_handlers
@@ -41,6 +40,7 @@ from services.gateway.ratelimit import RateLimiter
 from services.gateway.recorder import Recorder
 from services.gateway.requeue import Requeuer
 from services.gateway.routing import add_routes
+from services.gateway.schema_version import check_schema
 from services.gateway.task_feeds import TaskFeeds
 from services.gateway.telemetry import setup_tracing
 from shared.bus.control import ControlPlane
