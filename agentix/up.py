@@ -5,7 +5,8 @@ crash loop) drains the services first, then stops NATS.
 This process only supervises, and stays small while the suite runs: it imports none of the
 services, no database layer and no HTTP client library (the standard library polls `/ready`).
 What needs the gateway's database (migrations, the console login, the banner's token) runs in a
-short-lived child, `python -m services.gateway prepare`. tests/unit/test_up_imports.py holds it."""
+short-lived child, `python -m services.gateway prepare`. tests/integration/test_up_imports.py and
+tests/e2e/test_cli_up.py hold it to that."""
 
 from __future__ import annotations
 
@@ -72,7 +73,6 @@ def wait_ready(url: str, supervisor: Supervisor, stop: threading.Event | None = 
             return True
         time.sleep(0.3)
     return False
-
 
 
 def up(data_dir: Path, port: int, nats_url: str | None, host: str = "127.0.0.1", cluster_size: int = 0) -> int:
