@@ -8,8 +8,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-
+from agentix.probe import get_json
 from agentix.supervisor import ChildSpec
 from shared.natsd import NatsNode, free_ports, port_is_free
 
@@ -59,11 +58,8 @@ def wait_healthy(nodes: list[NatsNode], timeout_s: float = 30.0, given_up: Calla
     pending = list(nodes)
     while pending and time.monotonic() < deadline and not given_up():
         node = pending[0]
-        try:
-            if httpx.get(node.healthz_url, timeout=2).status_code == 200:
-                pending.pop(0)
-                continue
-        except httpx.HTTPError:
-            pass
+        if get_json(node.healthz_url) is not None:
+            pending.pop(0)
+            continue
         time.sleep(0.1)
     return not pending

@@ -1,9 +1,16 @@
 """`agentix up`: NATS from the wheel (one server, or a local cluster) plus the four services as
 supervised child processes with prefixed logs. A child that exits is restarted; Ctrl-C (or a
-crash loop) drains the services first, then stops NATS."""
+crash loop) drains the services first, then stops NATS.
+
+This process only supervises, and stays small while the suite runs: it imports none of the
+services, no database layer and no HTTP client library (the standard library polls `/ready`).
+What needs the gateway's database (migrations, the console login, the banner's token) runs in a
+short-lived child, `python -m services.gateway prepare`. tests/integration/test_up_imports.py and
+tests/e2e/test_cli_up.py hold it to that."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,10 +18,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-
-import httpx
+from typing import Any
 
 from agentix import cluster
+from agentix.probe import get_json
 from agentix.supervision_state import state_path
 from agentix.supervisor import ChildSpec, Supervisor
 
@@ -26,6 +33,7 @@ SERVICES: list[tuple[str, str]] = [
 ]
 SERVICE_TIER = 1
 NATS_STOP_DEADLINE_S = 10.0
+DEV_ADMIN = "dev"  # the console login created on a fresh data dir; the banner's token is for it too
 
 
 def service_spec(name: str, module: str, args: list[str], env: dict[str, str], log_dir: Path | None) -> ChildSpec:
@@ -60,12 +68,9 @@ def wait_ready(url: str, supervisor: Supervisor, stop: threading.Event | None = 
     while time.monotonic() < deadline and not supervisor.failed.is_set():
         if stop is not None and stop.is_set():
             return False
-        try:
-            resp = httpx.get(f"{url}/ready", timeout=2)
-            if resp.status_code == 200 and wanted <= set(resp.json().get("services", {})):
-                return True
-        except (httpx.HTTPError, ValueError):
-            pass
+        ready = get_json(f"{url}/ready")
+        if ready is not None and wanted <= set(ready.get("services", {})):
+            return True
         time.sleep(0.3)
     return False
 
@@ -87,14 +92,11 @@ def up(data_dir: Path, port: int, nats_url: str | None, host: str = "127.0.0.1",
             env["AGENTIX_NATS_SERVERS"] = nats_url
         elif not _start_nats(supervisor, data_dir, cluster_size, env):
             return 1
-        migrate = subprocess.run([sys.executable, "-m", "services.gateway", "migrate"], env=env, check=False)
-        if migrate.returncode != 0:
+        prepared = _prepare_database(env)
+        if prepared is None:
             print("database migration failed; not starting", flush=True)
             return 1
-        from agentix.users import ensure_dev_admin
-        from shared.settings import Settings
-
-        dev_password = ensure_dev_admin(Settings(data_dir=data_dir))
+        print(f"gateway database at revision {prepared['revision']}", flush=True)
         for name, module in SERVICES:
             args = ["--port", str(port), "--host", host] if name == "gateway" else []
             supervisor.start(service_spec(name, module, args, env, None))
@@ -104,7 +106,7 @@ def up(data_dir: Path, port: int, nats_url: str | None, host: str = "127.0.0.1",
                 return 0
             print(f"the suite did not become ready: {_why(supervisor) or 'timed out waiting for /ready'}", flush=True)
             return 1
-        _banner(api, data_dir, dev_password)
+        _banner(api, data_dir, prepared["password"], prepared["token"])
         # Waking twice a second only to notice Ctrl-C, which sets `stopping` from the handler.
         while not stopping.is_set() and not supervisor.failed.wait(0.5):
             pass
@@ -116,6 +118,21 @@ def up(data_dir: Path, port: int, nats_url: str | None, host: str = "127.0.0.1",
         print("stopping services…", flush=True)
         supervisor.stop({cluster.NATS_TIER: NATS_STOP_DEADLINE_S})
         print("stopped.", flush=True)
+
+
+def _prepare_database(env: dict[str, str]) -> dict[str, Any] | None:
+    """Migrate and make sure the dev admin exists, in a child process (its log lines reach the
+    terminal on stderr); what it printed on stdout, or None when it failed."""
+    argv = [sys.executable, "-m", "services.gateway", "prepare", "--admin", DEV_ADMIN]
+    done = subprocess.run(argv, env=env, stdout=subprocess.PIPE, check=False)
+    lines = done.stdout.decode(errors="replace").strip().splitlines()
+    if done.returncode != 0 or not lines:
+        return None
+    try:
+        prepared: dict[str, Any] = json.loads(lines[-1])
+    except ValueError:
+        return None
+    return prepared
 
 
 def _start_nats(supervisor: Supervisor, data_dir: Path, cluster_size: int, env: dict[str, str]) -> bool:
@@ -145,12 +162,7 @@ def _why(supervisor: Supervisor) -> str | None:
     return f"{supervisor.failure}\nlast output of {supervisor.failed_child}:\n{tail}"
 
 
-def _banner(api: str, data_dir: Path, dev_password: str | None) -> None:
-    from agentix.users import DEV_ADMIN
-    from shared.auth_tokens import mint_token
-    from shared.settings import Settings
-
-    token = mint_token(Settings(data_dir=data_dir), DEV_ADMIN, admin=True)
+def _banner(api: str, data_dir: Path, dev_password: str | None, token: str) -> None:
     if dev_password is not None:
         login = f"user {DEV_ADMIN!r}, password {dev_password}   (shown this once: note it down)"
     else:

@@ -1,16 +1,15 @@
-"""`agentix user add NAME`, and the console login `agentix up` creates for a newcomer."""
+"""`agentix user add NAME`."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
 import os
-import secrets
 import sys
+from typing import TYPE_CHECKING
 
-from shared.settings import Settings
-
-DEV_ADMIN = "dev"  # the same name the dev token of `agentix up` carries
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 
 def _password(args: argparse.Namespace) -> str | None:
@@ -26,7 +25,7 @@ def _password(args: argparse.Namespace) -> str | None:
 
 
 def add_user_command(args: argparse.Namespace, settings: Settings) -> int:
-    from services.gateway.migrate import SchemaMismatch
+    from services.gateway.schema_version import SchemaMismatch
     from services.gateway.users import add_user
 
     try:
@@ -47,23 +46,3 @@ def add_user_command(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     print(f"user {user.id} ({'admin' if args.admin else 'user'}) saved")
     return 0
-
-
-def ensure_dev_admin(settings: Settings) -> str | None:
-    """Create the `dev` admin for the console on a fresh data dir; returns its generated password
-    (shown once), or None when the user exists already (its password is then left alone)."""
-    from services.gateway.db import Database
-    from services.gateway.tables import User
-    from services.gateway.users import save_user
-
-    db = Database(settings.db_url("gateway"))
-    try:
-        with db.session() as session:
-            if session.get(User, DEV_ADMIN) is not None:
-                return None
-            password = secrets.token_urlsafe(12)
-            save_user(session, DEV_ADMIN, password, admin=True)
-            session.commit()
-            return password
-    finally:
-        db.close()

@@ -1,6 +1,6 @@
 """The four services (gateway, dispatcher, tools_go_equiv, tools_py): each runs as its own
 process, and they share only `shared/`."""
 
-from shared.nats_import import import_nats_without_aiohttp
+from shared.lean_imports import import_without
 
-import_nats_without_aiohttp()
+import_without("nats.aio.transport", "aiohttp")  # see shared/lean_imports.py

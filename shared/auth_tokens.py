@@ -6,10 +6,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import jwt
+from shared.lean_imports import import_without
 
-from shared.errors import AgentixError
-from shared.settings import GatewaySettings
+import_without("jwt", "cryptography")  # HS256 needs no cryptography (see shared/lean_imports.py)
+
+import jwt  # noqa: E402
+
+from shared.errors import AgentixError  # noqa: E402
+from shared.settings import GatewaySettings  # noqa: E402
 
 ALGORITHM = "HS256"
 

@@ -1,9 +1,10 @@
-"""`python -m services.gateway [serve|migrate|user add NAME]`."""
+"""`python -m services.gateway [serve|migrate|prepare --admin NAME|user add NAME]`."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import os
 import sys
 
@@ -23,6 +24,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--port", type=int, help="listen port (default: AGENTIX_GATEWAY_PORT, 8080)")
         p.add_argument("--migrate", action="store_true", help="apply database migrations before serving")
     sub.add_parser("migrate", help="apply database migrations (holds a PostgreSQL advisory lock)")
+    prepare = sub.add_parser("prepare", help="what `agentix up` runs before the services: apply migrations, "
+                                             "create the admin NAME on a fresh database, print one JSON line "
+                                             "(revision, the admin's generated password or null, a token)")
+    prepare.add_argument("--admin", required=True, metavar="NAME")
     user = sub.add_parser("user", help="manage users")
     user_sub = user.add_subparsers(dest="user_command", required=True)
     add = user_sub.add_parser("add", help="create a user (or reset their password and role)")
@@ -36,9 +41,11 @@ def _serve(settings: GatewaySettings, host: str, port: int, migrate_first: bool)
     import uvicorn
 
     from services.gateway.app import create_app
-    from services.gateway.migrate import SchemaMismatch, upgrade
+    from services.gateway.schema_version import SchemaMismatch
 
     if migrate_first:
+        from services.gateway.migrate import upgrade
+
         upgrade(settings)
     try:
         app = create_app(settings)
@@ -53,6 +60,21 @@ def _serve(settings: GatewaySettings, host: str, port: int, migrate_first: bool)
     return 0
 
 
+def _prepare(settings: GatewaySettings, admin: str) -> int:
+    """Everything `agentix up` needs from the gateway's database, in this short-lived process so
+    the supervisor never loads the database layer. Log lines go to stderr; the one JSON line on
+    stdout is for the supervisor (the password is there once: only on the start that created it)."""
+    from services.gateway.migrate import upgrade
+    from services.gateway.users import ensure_admin
+    from shared.auth_tokens import mint_token
+
+    revision = upgrade(settings)
+    password = ensure_admin(settings, admin)
+    token = mint_token(settings, admin, admin=True)
+    print(json.dumps({"revision": revision, "admin": admin, "password": password, "token": token}), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     settings = GatewaySettings()
@@ -63,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         revision = upgrade(settings)
         print(f"gateway database at revision {revision}")
         return 0
+    if args.command == "prepare":
+        return _prepare(settings, args.admin)
     if args.command == "user":
         from services.gateway.users import add_user
 

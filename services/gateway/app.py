@@ -31,7 +31,6 @@ from services.gateway.middleware.ratelimit import RateLimitMiddleware
 from services.gateway.middleware.recovery import RecoveryMiddleware
 from services.gateway.middleware.request_id import RequestIdMiddleware
 from services.gateway.middleware.tracing import TracingMiddleware
-from services.gateway.migrate import check_schema
 from services.gateway.openapi import install_openapi
 from services.gateway.problems import install_problem_handlers
 from services.gateway.protocols.langgraph import mount_langgraph
@@ -43,6 +42,7 @@ from services.gateway.runs.feed import RunFeeds
 from services.gateway.runs.recorded import RecordWatch
 from services.gateway.runs.recorder import Recorder
 from services.gateway.runs.requeue import Requeuer
+from services.gateway.schema_version import check_schema
 from services.gateway.telemetry import setup_tracing
 from shared.bus.control import ControlPlane
 from shared.contract.heartbeat import Load

@@ -1,6 +1,6 @@
 """Schema migrations (alembic). `upgrade` applies them once even when several processes run it at
-the same time (PostgreSQL advisory lock, a file lock for SQLite); `check_schema` makes the
-service refuse to start on a database that is behind or ahead of the code."""
+the same time (PostgreSQL advisory lock, a file lock for SQLite). A serving gateway does not import
+this module: `schema_version.check_schema` makes it refuse a database behind or ahead of the code."""
 
 from __future__ import annotations
 
@@ -22,27 +22,24 @@ logging.getLogger("alembic.runtime.migration").addFilter(
 
 from alembic import command  # noqa: E402
 from alembic.config import Config  # noqa: E402
-from alembic.runtime.migration import MigrationContext  # noqa: E402
-from alembic.script import ScriptDirectory  # noqa: E402
 from sqlalchemy import Connection, Engine, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from shared.errors import AgentixError  # noqa: E402
+from services.gateway.schema_version import (  # noqa: E402
+    VERSION_TABLE,
+    SchemaMismatch,
+    check_schema,
+    current_revision,
+    head_revision,
+)
 from shared.settings import GatewaySettings  # noqa: E402
+
+__all__ = ["VERSION_TABLE", "SchemaMismatch", "check_schema", "head_revision", "upgrade", "upgrade_engine"]
 
 log = logging.getLogger("agentix.gateway.migrate")
 
-VERSION_TABLE = "gateway_alembic_version"
 ADVISORY_LOCK_KEY = 0x61676E7478  # "agntx": any constant shared by every gateway process
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-
-
-class SchemaMismatch(AgentixError, RuntimeError):
-    """The database is not at the schema version this code expects (still a RuntimeError for
-    callers that catch it as one)."""
-
-    code = "schema_mismatch"
-    http_status = 503
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -51,16 +48,6 @@ def alembic_config(url: str | None = None) -> Config:
     if url:
         cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
-
-
-def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None, "no migrations found"
-    return head
-
-
-def current_revision(conn: Connection) -> str | None:
-    return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
 
 @contextmanager
@@ -117,16 +104,3 @@ def upgrade(settings: GatewaySettings) -> str:
         return upgrade_engine(engine)
     finally:
         engine.dispose()
-
-
-def check_schema(engine: Engine) -> None:
-    """Raise SchemaMismatch unless the database is exactly at the head revision."""
-    with engine.connect() as conn:
-        current = current_revision(conn)
-    head = head_revision()
-    if current != head:
-        where = "empty (never migrated)" if current is None else f"at revision {current}"
-        raise SchemaMismatch(
-            f"the gateway database is {where} but this code needs revision {head}; "
-            "run `agentix migrate` (or `python -m services.gateway migrate`) first"
-        )

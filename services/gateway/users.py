@@ -4,17 +4,18 @@
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session
 
 from services.gateway.db import Database
-from services.gateway.migrate import check_schema
 from services.gateway.pagination import Page, keyed_page
 from services.gateway.passwords import DUMMY_HASH, hash_password, verify_password
 from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.schema_version import check_schema
 from services.gateway.tables import User, aware
 from shared.settings import GatewaySettings
 
@@ -51,6 +52,23 @@ def add_user(settings: GatewaySettings, name: str, password: str, admin: bool = 
             user = save_user(session, name, password, admin)
             session.commit()
             return user
+    finally:
+        db.close()
+
+
+def ensure_admin(settings: GatewaySettings, name: str) -> str | None:
+    """Create the admin `name` (the console login `agentix up` gives a newcomer) when it does not
+    exist; returns its generated password (to be shown once), or None when the user exists
+    already (its password is then left alone)."""
+    db = Database(settings.db_url("gateway"))
+    try:
+        with db.session() as session:
+            if session.get(User, name) is not None:
+                return None
+            password = secrets.token_urlsafe(12)
+            save_user(session, name, password, admin=True)
+            session.commit()
+            return password
     finally:
         db.close()
 

@@ -10,7 +10,6 @@ import logging
 from typing import Any
 
 from nats.aio.msg import Msg
-from redis.asyncio import Redis
 
 from services.tools_go_equiv import runtime, tools
 from services.tools_go_equiv.config import KbSettings
@@ -43,7 +42,11 @@ async def start_runtime(settings: ToolsGoSettings, bus: Bus, kb_settings: KbSett
     db = Db(settings.db_url("tools"))
     await asyncio.to_thread(create_schema, db)
     vectors = VectorCache(db, kb.vector_cache_rows)
-    redis = Redis.from_url(settings.redis_url, decode_responses=True) if settings.redis_url else None
+    redis = None
+    if settings.redis_url:  # the client library (~9 MB resident) only where Redis is configured
+        from redis.asyncio import Redis
+
+        redis = Redis.from_url(settings.redis_url, decode_responses=True)
     rt = runtime.Runtime(
         settings=settings,
         kb=kb,

@@ -4,9 +4,7 @@ vector cache, Redis (optional) and a tool client. Set once by `main.run`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from redis.asyncio import Redis
+from typing import TYPE_CHECKING, Any
 
 from services.tools_go_equiv.config import KbSettings
 from services.tools_go_equiv.db.engine import Db
@@ -18,6 +16,9 @@ from shared.bus import Bus
 from shared.bus.tools import ToolClient
 from shared.contract.ingest import KbChanged
 from shared.settings import ToolsGoSettings
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 @dataclass

@@ -23,7 +23,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 class UpProcess:
-    def __init__(self, data_dir: Path, args: list[str] = (), extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, args: list[str] = (), extra_env: dict[str, str] | None = None,
+                 python_flags: list[str] = ()) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -31,7 +32,8 @@ class UpProcess:
         self.env = env | {"AGENTIX_SUBJECT_PREFIX": f"u{uuid.uuid4().hex[:8]}", "AGENTIX_HEARTBEAT_INTERVAL_S": "1",
                           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentix", "up", "--data-dir", str(data_dir), "--port", str(self.port), *args],
+            [sys.executable, *python_flags, "-m", "agentix", "up",
+             "--data-dir", str(data_dir), "--port", str(self.port), *args],
             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: list[str] = []
@@ -123,9 +125,11 @@ def supervision_rows(status_text: str) -> dict[str, dict[str, str]]:
 
 
 @contextmanager
-def agentix_up(data_dir: Path, args: list[str] = (), extra_env: dict[str, str] | None = None) -> Iterator[UpProcess]:
-    """`agentix up` running past its banner; Ctrl-C at the end, which must stop it cleanly."""
-    up = UpProcess(data_dir, list(args), extra_env)
+def agentix_up(data_dir: Path, args: list[str] = (), extra_env: dict[str, str] | None = None,
+               python_flags: list[str] = ()) -> Iterator[UpProcess]:
+    """`agentix up` running past its banner; Ctrl-C at the end, which must stop it cleanly.
+    `python_flags` go to its interpreter (not to the services it starts)."""
+    up = UpProcess(data_dir, list(args), extra_env, list(python_flags))
     try:
         up.wait_banner()
         yield up

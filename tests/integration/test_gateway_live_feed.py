@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.runs import feed as task_feeds
+from services.gateway.runs import feed as feed_module
 from services.gateway.runs.feed import RunFeeds
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
@@ -85,7 +85,7 @@ async def test_events_stored_before_the_feed_subscribed_are_read_from_the_stream
 async def test_a_last_event_the_feed_missed_is_found_after_a_quiet_spell(
     bus: Bus, feeds: RunFeeds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(task_feeds, "LIVE_CHECK_S", 0.2)
+    monkeypatch.setattr(feed_module, "LIVE_CHECK_S", 0.2)
     publisher = EventPublisher(bus, "t_quiet")
     await feeds.open_for_new_run("t_quiet")
     reader = asyncio.create_task(collect(feeds, "t_quiet"))

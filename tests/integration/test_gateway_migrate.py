@@ -7,16 +7,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
 import services.gateway.chat.tables  # noqa: F401  (the chat tables join `metadata`)
 from services.gateway.app import create_app
-from services.gateway.migrate import VERSION_TABLE, SchemaMismatch, head_revision, upgrade
+from services.gateway.migrate import VERSION_TABLE, SchemaMismatch, alembic_config, head_revision, upgrade
 from services.gateway.tables import metadata
 from shared.settings import Settings
 
@@ -112,3 +114,32 @@ def test_the_migrations_build_exactly_the_tables_the_code_declares(settings: Set
             assert compare_metadata(context, metadata) == []
     finally:
         engine.dispose()
+
+
+def _migration(folder: Path, revision: str, down: str | tuple[str, ...] | None) -> None:
+    (folder / f"{revision}_step.py").write_text(textwrap.dedent(f"""
+        from alembic import op
+
+        revision: str = {revision!r}
+        down_revision = {down!r}
+
+
+        def upgrade() -> None:
+            op.execute("SELECT 1")
+    """))
+
+
+def test_the_head_read_from_the_migration_files_is_alembics(tmp_path: Path) -> None:
+    """The serving gateway reads the head revision without alembic: it must find what alembic finds,
+    through a merge, and refuse a history with two heads."""
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    versions = tmp_path / "versions"
+    versions.mkdir()
+    for revision, down in [("a1", None), ("b2", "a1"), ("c3", "a1"), ("d4", ("b2", "c3"))]:
+        _migration(versions, revision, down)
+    assert head_revision(versions) == "d4" == ScriptDirectory(str(tmp_path)).get_current_head()
+    _migration(versions, "e5", "d4")
+    _migration(versions, "f6", "d4")
+    assert sorted(ScriptDirectory(str(tmp_path)).get_heads()) == ["e5", "f6"]
+    with pytest.raises(RuntimeError, match="2 heads"):
+        head_revision(versions)

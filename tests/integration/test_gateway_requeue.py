@@ -16,7 +16,7 @@ import pytest
 
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.ids import new_id
-from services.gateway.runs import submit as task_service
+from services.gateway.runs import submit
 from services.gateway.runs.submit import requeue_unpublished
 from services.gateway.tables import Task, now
 from shared.auth_tokens import mint_token
@@ -206,12 +206,12 @@ async def test_a_submit_that_finds_no_leader_is_kept_without_holding_the_request
         gw: EmbeddedGateway, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """No leader within the gateway's publish wait: 202 `queued: false` then, not after the
     bus's 30 s; the requeuer publishes the kept row once a leader answers."""
-    monkeypatch.setattr(task_service, "PUBLISH_WAIT_S", 2.0)  # the wait's length is not what is tested
+    monkeypatch.setattr(submit, "PUBLISH_WAIT_S", 2.0)  # the wait's length is not what is tested
     bus: Bus = gw.app.state.bus
     await bus.js.delete_stream(bus.names.tasks_stream)
     headers = {"Authorization": f"Bearer {mint_token(settings, 'alice')}"}
     async with httpx.AsyncClient(base_url=gw.url, headers=headers, timeout=60) as alice:
-        async with asyncio.timeout(task_service.PUBLISH_WAIT_S + 15):  # well under the bus's 30 s + slack
+        async with asyncio.timeout(submit.PUBLISH_WAIT_S + 15):  # well under the bus's 30 s + slack
             answer = await alice.post("/api/v1/tasks", json={"dsl": DSL, "input": {"text": "x"}})
     assert answer.status_code == 202 and answer.json()["queued"] is False, answer.text
     task_id = answer.json()["id"]

@@ -84,7 +84,7 @@ def test_the_control_flow_list_names_classes_that_exist_and_are_not_failures(nam
         ("shared.auth_tokens.InvalidToken", ValueError),
         ("services.tools_py.sandbox.runner.SandboxUnavailable", RuntimeError),
         ("services.tools_go_equiv.kb.embed.EmbedderUnavailable", RuntimeError),
-        ("services.gateway.migrate.SchemaMismatch", RuntimeError),
+        ("services.gateway.schema_version.SchemaMismatch", RuntimeError),
     ],
 )
 def test_callers_catching_the_old_base_still_catch_it(name: str, kept_base: type[Exception]) -> None:

@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import Connection, create_engine
 
 import services.gateway.chat.tables  # noqa: F401  (its tables join `metadata`, so autogenerate sees them)
-from services.gateway.migrate import VERSION_TABLE
+from services.gateway.schema_version import VERSION_TABLE
 from services.gateway.tables import metadata
 
 config = context.config

@@ -15,9 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from services.tools_go_equiv.ingest import jobs
 from services.tools_go_equiv.ingest.parse import IngestError, parse_all
@@ -30,6 +28,9 @@ from shared.bus.events import EventPublisher
 from shared.contract.events import ProgressEvent, StatusEvent
 from shared.contract.ingest import IngestJob
 from shared.errors import AgentixError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("agentix.tools_go.ingest")
 Touch = Callable[[], Awaitable[None]]
@@ -203,6 +204,8 @@ async def _embed_remote(rt: Runtime, embedder: Embedder, docs: list[Doc]) -> lis
     texts = [c.index_text for d in docs for c in d.todo]
     size = rt.kb.embed_batch
     parts = [await embedder.embed(texts[i : i + size]) for i in range(0, len(texts), size)]
+    import numpy as np
+
     matrix = np.vstack(parts) if parts else np.zeros((0, 0), dtype=np.float32)
     out, row = [], 0
     for d in docs:

@@ -3,7 +3,10 @@ trigram features folded into a fixed dimension and L2-normalised — determinist
 processes and machines. The remote one calls an OpenAI-compatible `/embeddings` endpoint.
 
 A KB records the embedder it was built with (`local-hash-v1:<dim>` or `openai:<model>`), and
-queries are embedded with that same embedder."""
+queries are embedded with that same embedder.
+
+numpy (~15 MB resident) is imported by the functions that compute, so a tools-go that has not
+touched a knowledge base yet never loads it; after the first use the import is a dict lookup."""
 
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ import re
 import threading
 import zlib
 from functools import lru_cache
-from typing import NamedTuple, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from services.tools_go_equiv.config import KbSettings
 from shared.errors import AgentixError
 from shared.settings import ToolsGoSettings
+
+if TYPE_CHECKING:
+    import numpy as np
 
 LOCAL_PREFIX = "local-hash-v1:"
 REMOTE_PREFIX = "openai:"
@@ -95,6 +99,8 @@ class _Vocabulary:
         self._reset()
 
     def _reset(self) -> None:
+        import numpy as np
+
         self.ids: dict[str, int] = {}
         self.stems: dict[str, int] = {}
         self.stem_names: list[str] = []
@@ -107,6 +113,8 @@ class _Vocabulary:
         self.features = 0
 
     def lookup(self, words: list[str]) -> _Lookup:
+        import numpy as np
+
         with self._lock:  # everything from one generation (a reset replaces it all)
             get = self.ids.get
             found = [get(w) for w in words]
@@ -168,6 +176,8 @@ class _Lookup(NamedTuple):
 
     def pair_slots(self, a: np.ndarray, b: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """Slot and sign of each (stem a, stem b) pair feature; Python work per distinct pair only."""
+        import numpy as np
+
         pairs, names = self.pairs, self.stem_names
         if len(pairs) > MAX_PAIRS:
             pairs.clear()
@@ -184,6 +194,8 @@ class _Lookup(NamedTuple):
 
 
 def _grown(a: np.ndarray, needed: int) -> np.ndarray:
+    import numpy as np
+
     bigger = np.empty(max(needed, 2 * len(a)), dtype=a.dtype)
     bigger[: len(a)] = a
     return bigger
@@ -200,6 +212,8 @@ class LocalEmbedder:
         and of every pair of consecutive content-word stems, summed into `dim` slots, then
         sublinear and L2-normalised. All word features of the batch come first and all pair
         features after, which adds up each slot in the same order as text by text would."""
+        import numpy as np
+
         dim, rows = self.dim, len(texts)
         words = [_WORD.findall(t.lower()) for t in texts]
         counts = np.fromiter((len(w) for w in words), dtype=np.int64, count=rows)
@@ -236,6 +250,7 @@ class RemoteEmbedder:
         self._client = AsyncOpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=2, timeout=60)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
         from openai import APIError
 
         try:
@@ -249,6 +264,8 @@ class RemoteEmbedder:
 
 
 def normalize(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (matrix / norms).astype(np.float32, copy=False)
@@ -258,19 +275,21 @@ class Embedders:
     """The embedder for new KBs, and the one a given KB was built with."""
 
     def __init__(self, settings: ToolsGoSettings, kb: KbSettings) -> None:
-        self._local = LocalEmbedder(kb.embed_dim)
+        self._local_name = f"{LOCAL_PREFIX}{kb.embed_dim}"
         base_url = kb.embed_base_url or settings.llm_base_url
         self._remote: RemoteEmbedder | None = None
         if kb.embed_model and base_url:
             self._remote = RemoteEmbedder(kb.embed_model, base_url, kb.embed_api_key or settings.llm_api_key)
-        self._locals: dict[str, LocalEmbedder] = {self._local.name: self._local}
+        self._locals: dict[str, LocalEmbedder] = {}  # made on first use (their vocabularies are numpy arrays)
 
     @property
     def default(self) -> Embedder:
-        return self._remote or self._local
+        return self._remote or self.local()
 
     def local(self) -> LocalEmbedder:
-        return self._local
+        embedder = self.for_name(self._local_name)
+        assert isinstance(embedder, LocalEmbedder)
+        return embedder
 
     def for_name(self, name: str) -> Embedder:
         if name.startswith(LOCAL_PREFIX):

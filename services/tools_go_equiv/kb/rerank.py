@@ -2,17 +2,20 @@
 
 Speaks the `/rerank` API that vLLM, Jina, TEI and Cohere-compatible servers share:
 `POST {base}/rerank {model, query, documents, top_n}` → `{results: [{index, relevance_score}]}`.
-Configured with `AGENTIX_KB_RERANK_MODEL` (and `_BASE_URL`/`_API_KEY`, defaulting to the LLM endpoint)."""
+Configured with `AGENTIX_KB_RERANK_MODEL` (and `_BASE_URL`/`_API_KEY`, defaulting to the LLM endpoint);
+its HTTP client library is imported only then."""
 
 from __future__ import annotations
 
 import logging
-
-import httpx
+from typing import TYPE_CHECKING
 
 from services.tools_go_equiv.config import KbSettings
 from shared.errors import AgentixError
 from shared.settings import ToolsGoSettings
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("agentix.tools_go.rerank")
 
@@ -26,9 +29,13 @@ class RerankError(AgentixError):
 
 class Reranker:
     def __init__(self, model: str, base_url: str, api_key: str | None, timeout_s: float = 30.0) -> None:
+        import httpx
+
         self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self._client: httpx.AsyncClient = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s
+        )
 
     @classmethod
     def from_settings(cls, settings: ToolsGoSettings, kb: KbSettings) -> Reranker | None:
@@ -41,6 +48,8 @@ class Reranker:
         """One relevance score per document, in the documents' order."""
         if not documents:
             return []
+        import httpx  # loaded already by __init__
+
         try:
             resp = await self._client.post(
                 "/rerank", json={"model": self.model, "query": query, "documents": documents, "top_n": len(documents)}

@@ -11,7 +11,6 @@ import logging
 from collections import defaultdict
 from typing import Any, Literal
 
-import numpy as np
 from sqlalchemy import Connection, select, text
 
 from services.tools_go_equiv.db.engine import Db
@@ -103,7 +102,7 @@ class Searcher:
 
     async def _vector(self, kb: Any, embedder: Embedder, query: str, depth: int) -> Ranked:
         q = (await embedder.embed([query]))[0]
-        if not np.any(q):
+        if not q.any():
             return []
         return await self.vectors.search(kb.id, kb.revision, q, depth)
 

@@ -11,9 +11,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
 from sqlalchemy import Connection, delete, func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
@@ -23,6 +22,9 @@ from services.tools_go_equiv.ids import iso, new_id, now
 from services.tools_go_equiv.kb.chunk import Chunk
 from services.tools_go_equiv.kb.facts import Fact
 from shared.errors import AgentixError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,99}$")
 READY = "ready"

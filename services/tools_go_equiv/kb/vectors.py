@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy import Connection, select
 
 from services.tools_go_equiv.db.engine import Db
 from services.tools_go_equiv.db.schema import chunks, documents, embeddings
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where it computes, on the first search (see kb/embed.py)
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,8 @@ class Entry:
 
 
 def load_matrix(conn: Connection, kb_id: str) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
     rows = conn.execute(
         select(embeddings.c.chunk_id, embeddings.c.vector)
         .join(chunks, chunks.c.id == embeddings.c.chunk_id)
@@ -88,6 +93,8 @@ class VectorCache:
         entry = await self.entry(kb_id, revision)
         if not len(entry.ids) or entry.matrix.shape[1] != query.shape[0]:
             return []
+        import numpy as np
+
         scores = entry.matrix @ query
         k = min(limit, len(scores))
         top = np.argpartition(-scores, k - 1)[:k]

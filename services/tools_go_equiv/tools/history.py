@@ -1,5 +1,6 @@
 """Conversation history: a capped Redis list per (user, session) when Redis is configured,
-else rows in the tools database trimmed to the same cap."""
+else rows in the tools database trimmed to the same cap. The Redis client library is imported
+only where Redis is configured (`main.start_runtime`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 from typing import Any, Literal
 
 from pydantic import Field
-from redis.exceptions import RedisError
 from sqlalchemy import Connection, delete, insert, select
 
 from services.tools_go_equiv import runtime
@@ -90,6 +90,8 @@ async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
     if rt.redis is None:
         length = await rt.db.run(_db_append, user, session, entry, cap)
         return {"session_id": session, "length": length, "store": "db"}
+    from redis.exceptions import RedisError  # loaded already: rt.redis is a client
+
     key = _key(user, session)
     try:
         async with rt.redis.pipeline(transaction=True) as pipe:
@@ -115,6 +117,8 @@ async def history_get(args: GetArgs, ctx: ToolContext) -> dict[str, Any]:
     rt = runtime.get()
     if rt.redis is None:
         return {"session_id": session, "messages": await rt.db.read(_db_get, user, session, args.limit)}
+    from redis.exceptions import RedisError  # loaded already: rt.redis is a client
+
     try:
         raw = await rt.redis.lrange(_key(user, session), -args.limit, -1)
     except RedisError as exc:
