@@ -25,8 +25,8 @@ def _password(args: argparse.Namespace) -> str | None:
 
 
 def add_user_command(args: argparse.Namespace, settings: Settings) -> int:
+    from services.gateway.access.users import add_user
     from services.gateway.schema_version import SchemaMismatch
-    from services.gateway.users import add_user
 
     try:
         password = _password(args)

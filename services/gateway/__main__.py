@@ -64,8 +64,8 @@ def _prepare(settings: GatewaySettings, admin: str) -> int:
     """Everything `agentix up` needs from the gateway's database, in this short-lived process so
     the supervisor never loads the database layer. Log lines go to stderr; the one JSON line on
     stdout is for the supervisor (the password is there once: only on the start that created it)."""
+    from services.gateway.access.users import ensure_admin
     from services.gateway.migrate import upgrade
-    from services.gateway.users import ensure_admin
     from shared.auth_tokens import mint_token
 
     revision = upgrade(settings)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "prepare":
         return _prepare(settings, args.admin)
     if args.command == "user":
-        from services.gateway.users import add_user
+        from services.gateway.access.users import add_user
 
         password = args.password or os.environ.get("AGENTIX_USER_PASSWORD") or getpass.getpass("password: ")
         try:

@@ -13,13 +13,14 @@ from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import Scope
 
+from services.gateway.access.admission import record_verdict
+from services.gateway.access.auth import VerifiedTokens
+from services.gateway.access.guardrail import Guardrail, Verdict
+from services.gateway.access.ratelimit import RateLimiter
 from services.gateway.admin.control_publisher import ControlPublisher
-from services.gateway.admission import record_verdict
 from services.gateway.audit import write_audit
-from services.gateway.auth import VerifiedTokens
 from services.gateway.chat.queue import ConversationQueue
 from services.gateway.db import Database
-from services.gateway.guardrail import Guardrail, Verdict
 from services.gateway.instances import InstanceRegistry
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.middleware.audit import AuditMiddleware
@@ -36,7 +37,6 @@ from services.gateway.problems import install_problem_handlers
 from services.gateway.protocols.langgraph import mount_langgraph
 from services.gateway.protocols.mcp import mount_mcp
 from services.gateway.protocols.openai import mount_openai
-from services.gateway.ratelimit import RateLimiter
 from services.gateway.routing import add_routes
 from services.gateway.runs.feed import RunFeeds
 from services.gateway.runs.recorded import RecordWatch

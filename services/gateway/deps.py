@@ -10,8 +10,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from services.gateway.access.principal import Principal
 from services.gateway.db import Database
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from shared.bus import Bus
 from shared.settings import Settings

@@ -7,10 +7,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.dsl import check_dsl
 from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Workflow, aware, now
 

@@ -16,9 +16,9 @@ from pydantic import BaseModel
 from sqlmodel import select
 
 from agentix.status import render as render_status
+from services.gateway.access.users import add_user
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.tables import AuditEntry, ModelRow
-from services.gateway.users import add_user
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.control import ControlPlane

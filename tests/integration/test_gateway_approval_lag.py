@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.migrate import upgrade_engine
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs import approvals as task_approvals
 from services.gateway.tables import Task

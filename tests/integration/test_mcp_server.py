@@ -17,8 +17,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from services.gateway.access.principal import Principal
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.principal import Principal
 from services.gateway.protocols.mcp.catalog import ToolCatalog
 from shared.auth_tokens import mint_token
 from shared.settings import Settings

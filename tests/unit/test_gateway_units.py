@@ -10,17 +10,17 @@ from pathlib import Path
 import jwt
 import pytest
 
-from services.gateway import auth
+from services.gateway.access import auth
+from services.gateway.access.auth import AuthError, VerifiedTokens, principal_from_header
+from services.gateway.access.guardrail import Guardrail, strings_in
+from services.gateway.access.passwords import hash_password, verify_password
+from services.gateway.access.principal import Principal
+from services.gateway.access.ratelimit import LocalWindow
 from services.gateway.admin.status import breakers
 from services.gateway.audit import outcome_of
-from services.gateway.auth import AuthError, VerifiedTokens, principal_from_header
-from services.gateway.guardrail import Guardrail, strings_in
 from services.gateway.instances import InstanceRegistry
 from services.gateway.pagination import decode_cursor, encode_cursor
-from services.gateway.passwords import hash_password, verify_password
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.ratelimit import LocalWindow
 from services.gateway.runs.stream import resume_point
 from shared.auth_tokens import InvalidToken, TokenClaims, mint_token, verify_token
 from shared.contract.heartbeat import Heartbeat

@@ -10,11 +10,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import and_, or_, update
 from sqlmodel import Session, col, delete, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat.modes import Mode
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Task, aware, now
 

@@ -33,7 +33,8 @@ from nats.aio.msg import Msg
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
-from services.gateway import users
+from services.gateway.access import users
+from services.gateway.access.principal import Principal
 from services.gateway.chat import conversations, memory, messages
 from services.gateway.chat.answers import RunTrace, keep_summary, read_trace, write_answer
 from services.gateway.chat.modes import Mode, graph_for
@@ -42,7 +43,6 @@ from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.dsl import check_dsl
 from services.gateway.ids import new_id
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs import submit as tasks
 from services.gateway.runs.recorded import announce

@@ -10,12 +10,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat import conversations
 from services.gateway.chat.queue import end_unrun, going
 from services.gateway.chat.states import RUN_TERMINAL, move
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs import approvals as task_approvals
 from services.gateway.runs import submit as tasks

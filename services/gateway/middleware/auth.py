@@ -7,8 +7,8 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.admission import unauthorized
-from services.gateway.auth import AuthError, VerifiedTokens, principal_from_header
+from services.gateway.access.admission import unauthorized
+from services.gateway.access.auth import AuthError, VerifiedTokens, principal_from_header
 from services.gateway.middleware.common import header, send_problem, state
 from shared.settings import GatewaySettings
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.admission import blocked
-from services.gateway.guardrail import Guardrail, Verdict, strings_in
+from services.gateway.access.admission import blocked
+from services.gateway.access.guardrail import Guardrail, Verdict, strings_in
 from services.gateway.middleware.common import read_body, replay_body, send_problem, state
 
 GUARDED = frozenset({("POST", "/api/v1/tasks"), ("POST", "/api/v1/tasks/stream")})

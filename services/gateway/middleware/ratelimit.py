@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.gateway.admission import over_limit
+from services.gateway.access.admission import over_limit
+from services.gateway.access.ratelimit import RateLimiter
 from services.gateway.middleware.common import client_ip, send_problem, state
-from services.gateway.ratelimit import RateLimiter
 
 
 class RateLimitMiddleware:

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
-from services.gateway import users as users_svc
+from services.gateway.access import users as users_svc
 from services.gateway.admin import models as models_svc
 from services.gateway.admin import pricing as pricing_svc
 from services.gateway.admin import prompts as prompts_svc

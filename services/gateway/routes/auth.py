@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.gateway.access.users import authenticate
 from services.gateway.deps import DatabaseDep, SettingsDep
 from services.gateway.problems import ApiProblem
-from services.gateway.users import authenticate
 from shared.auth_tokens import mint_token
 
 router = APIRouter(prefix="/api/v1/auth", tags=["auth"])

@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from services.gateway import users
+from services.gateway.access import users
 from services.gateway.deps import CurrentUser, DatabaseDep
 
 router = APIRouter(prefix="/api/v1/users", tags=["users"])

@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.db import Database
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs.views import load_owned
 from services.gateway.tables import Task, TaskNode

@@ -16,11 +16,11 @@ from sqlalchemy import Connection, Table, func
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat.tables import ChatRun
 from services.gateway.db import Database, insert_row, new_row
 from services.gateway.dsl import check_dsl, check_input
 from services.gateway.ids import new_id
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs.views import links, load_owned
 from services.gateway.tables import IdempotencyKey, Task, Workflow, aware, now

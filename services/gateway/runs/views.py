@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs.recorded import RecordWatch
 from services.gateway.tables import Task, TaskNode, aware

@@ -10,9 +10,9 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat.modes import MODES, Mode
 from services.gateway.pagination import MAX_OFFSET
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Workflow, aware
 

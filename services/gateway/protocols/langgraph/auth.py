@@ -8,8 +8,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from services.gateway.admission import admit
-from services.gateway.principal import Principal
+from services.gateway.access.admission import admit
+from services.gateway.access.principal import Principal
 
 
 async def lg_user(request: Request) -> Principal:

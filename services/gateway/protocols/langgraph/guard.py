@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from services.gateway.admission import check_text
+from services.gateway.access.admission import check_text
 
 
 async def check_question(request: Request, text: str) -> list[str]:

@@ -13,12 +13,12 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat import conversations
 from services.gateway.chat import queue as chat_queue
 from services.gateway.chat import runs as chat_runs
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import assistants, messages, threads
 from services.gateway.protocols.langgraph.settled import settled

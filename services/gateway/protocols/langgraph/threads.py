@@ -9,13 +9,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat import conversations
 from services.gateway.chat.modes import MODES, Mode
 from services.gateway.chat.queue import going
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.pagination import MAX_OFFSET
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import messages
 from services.gateway.protocols.langgraph.settled import settled

@@ -9,7 +9,7 @@ from typing import Any
 
 import mcp_types as types
 
-from services.gateway.principal import Principal
+from services.gateway.access.principal import Principal
 from shared.bus.tools import CachedListing, ToolClient, ToolListing
 from shared.contract.tools import ToolDescriptor
 from shared.settings import GatewaySettings

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from services.gateway.admission import admit
+from services.gateway.access.admission import admit
 from services.gateway.middleware.body_limits import JSON_LIMIT
 from services.gateway.middleware.common import header, send_problem
 from services.gateway.problems import ApiProblem

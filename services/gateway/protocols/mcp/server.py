@@ -19,7 +19,7 @@ from mcp.server.context import CallNext, HandlerResult
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from services.gateway.principal import Principal
+from services.gateway.access.principal import Principal
 from services.gateway.protocols.mcp.catalog import ToolCatalog
 from shared.bus.tools import ToolClient
 from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply

@@ -10,8 +10,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from services.gateway.admission import admit, check_text
-from services.gateway.principal import Principal
+from services.gateway.access.admission import admit, check_text
+from services.gateway.access.principal import Principal
 from services.gateway.problems import ApiProblem
 
 # The `code` an OpenAI client expects for these refusals (its SDK shows it).

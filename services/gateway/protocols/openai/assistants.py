@@ -11,9 +11,9 @@ from typing import Any, Final, cast
 
 from sqlmodel import Session, col, select
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat.modes import MODES, Mode
 from services.gateway.dsl import check_input
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Workflow, aware
 

@@ -16,10 +16,10 @@ from typing import Any, Final
 
 from sqlmodel import Session
 
+from services.gateway.access.principal import Principal
 from services.gateway.chat import conversations, messages, queue
 from services.gateway.chat.modes import Mode, graph_for
 from services.gateway.db import Database
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.assistants import Assistant
 from services.gateway.protocols.openai.request import Prompt

@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import anyio
 
+from services.gateway.access.principal import Principal
 from services.gateway.db import Database
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.errors import error_body
 from services.gateway.protocols.openai.translate import Ending, Translator

@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from starlette.datastructures import State
 from starlette.types import Scope
 
+from services.gateway.access.auth import AuthError, principal_from_header
+from services.gateway.access.guardrail import Verdict
+from services.gateway.access.principal import Principal
+from services.gateway.access.ratelimit import Decision, RateLimiter
 from services.gateway.audit import write_guardrail_event
-from services.gateway.auth import AuthError, principal_from_header
-from services.gateway.guardrail import Verdict
 from services.gateway.middleware.common import route_template, state
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
-from services.gateway.ratelimit import Decision, RateLimiter
 
 
 def unauthorized(exc: AuthError) -> ApiProblem:

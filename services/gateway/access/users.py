@@ -10,10 +10,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session
 
+from services.gateway.access.passwords import DUMMY_HASH, hash_password, verify_password
+from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.pagination import Page, keyed_page
-from services.gateway.passwords import DUMMY_HASH, hash_password, verify_password
-from services.gateway.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.schema_version import check_schema
 from services.gateway.tables import User, aware

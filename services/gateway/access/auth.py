@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from services.gateway.principal import Principal
+from services.gateway.access.principal import Principal
 from shared.auth_tokens import InvalidToken, verify_token
 from shared.errors import AgentixError
 from shared.settings import GatewaySettings
