@@ -4,6 +4,7 @@ once NATS is up (and a dispatcher, itself started before NATS, beats) `/ready` t
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ async def test_ready_says_starting_and_why_until_nats_answers_then_turns_200(tmp
     port = free_port()
     settings = make_settings(f"nats://127.0.0.1:{port}", tmp_path / "data", nats_connect_timeout_s=1.0,
                              heartbeat_interval_s=0.5)
-    gw = await EmbeddedGateway(settings).start(wait_for_bus=False)
+    async with asyncio.timeout(60):  # it listens while NATS is down: no waiting for the bus first
+        gw = await EmbeddedGateway(settings).start(wait_for_bus=False)
     admin = {"Authorization": f"Bearer {mint_token(settings, 'root', admin=True)}"}
     server: NatsServer | None = None
     try:
