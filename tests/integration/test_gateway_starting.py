@@ -46,7 +46,7 @@ async def test_ready_says_starting_and_why_until_nats_answers_then_turns_200(tmp
             assert refused.status_code == 503 and "not yet broadcast" in refused.json()["detail"], refused.text
             status = await client.get("/api/v1/admin/status", headers=admin)
             assert status.status_code == 200, status.text
-            assert status.json()["infrastructure"]["gateway_start"]["state"] == "starting"
+            assert status.json()["infrastructure"]["gateway"]["state"] == "starting"
 
             server = NatsServer(port=port).start()
 

@@ -211,7 +211,7 @@ async def status(app: FastAPI) -> dict[str, Any]:
     db, nats_check, redis_check, otlp, work_queues = await asyncio.gather(
         probe_db(app), probe_nats(app), probe_redis(app), probe_otlp(st.settings.otlp_endpoint), queues(st.bus)
     )
-    infra = {"gateway_start": start_check(app), "database": db, "nats": nats_check,
+    infra = {"gateway": start_check(app), "database": db, "nats": nats_check,
              "redis": redis_check or {"ok": True, "configured": False}}
     infra["otlp"] = otlp
     tools = await tool_registry(st.bus) if st.bus is not None and st.bus.nc.is_connected else {}
