@@ -8,11 +8,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
+from shared.errors import AgentixError
 from shared.settings import CommonSettings
+from shared.startup import StoppedWhileStarting
 from shared.telemetry import setup_logging, setup_tracing, shutdown_tracing
 
 S = TypeVar("S", bound=CommonSettings)
@@ -23,10 +27,13 @@ ServiceMain = Callable[[S, asyncio.Event], Awaitable[None]]
 # and each collection traverses whatever the requests in flight hold at that moment.
 YOUNG_GENERATION_THRESHOLD = 10_000
 _service_process = False  # this process is a service's own (`service_process`), not a test's
+log = logging.getLogger("agentix.runtime")
 
 
 def run_service(service: str, run: ServiceMain[S], settings_type: type[S]) -> None:
-    """The whole process of a NATS-side service: `run(settings, stop)` until SIGTERM/SIGINT."""
+    """The whole process of a NATS-side service: `run(settings, stop)` until SIGTERM/SIGINT. A
+    described failure (`AgentixError`: say, a stream the server refuses) ends it with that one
+    line and exit code 1, not a traceback."""
     settings = settings_type()
     with service_process(settings, service):
 
@@ -38,7 +45,13 @@ def run_service(service: str, run: ServiceMain[S], settings_type: type[S]) -> No
                     loop.add_signal_handler(sig, stop.set)
             await run(settings, stop)
 
-        asyncio.run(_main())
+        try:
+            asyncio.run(_main())
+        except StoppedWhileStarting as stopped:
+            log.info("%s", stopped)
+        except AgentixError as exc:
+            log.error("%s stopped: %s", service, exc)
+            sys.exit(1)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """One service instance's life on the bus, the same for all four services.
 
-`ServiceHost` connects to NATS and declares the streams and buckets, heartbeats, answers health
-with what is really going on, and stops in one order:
+`ServiceHost` connects to NATS and declares the streams and buckets — waiting for a NATS that
+does not answer yet and through a cluster that is still forming, with where it is in that kept
+in `startup` (`shared/startup.py`) — heartbeats, answers health with what is really going on,
+and stops in one order:
 
 1. drain — stop taking work, finish or hand back what is in flight (newest step first);
 2. leave the bus — no more health answers or heartbeats;
@@ -16,21 +18,25 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.aio.subscription import Subscription
 
+from shared.aio import cancel_and_wait
 from shared.bus.client import Bus
 from shared.bus.heartbeat import Checks, Heartbeater, new_instance_id, serve_health
 from shared.contract.heartbeat import Load
 from shared.runtime import settle_heap
 from shared.settings import CommonSettings
+from shared.startup import Startup, StoppedWhileStarting
 
 log = logging.getLogger("agentix.service_host")
 
 Step = Callable[[], Awaitable[Any] | None]  # a coroutine function, or a plain one (`db.close`)
+T = TypeVar("T")
 
 
 class ServiceHost:
@@ -38,11 +44,16 @@ class ServiceHost:
     what to report, check, drain and release, then `await host.serve_until(stop)`; leaving the
     block (normally or by an error while setting up) stops the instance in the order above."""
 
-    def __init__(self, settings: CommonSettings, service: str, *, instance: str | None = None) -> None:
+    def __init__(self, settings: CommonSettings, service: str, *, instance: str | None = None,
+                 stop: asyncio.Event | None = None) -> None:
+        """`stop`: the service's stop event; set while the host is still starting (waiting for
+        NATS, say), it ends the start at once (`StoppedWhileStarting`): nothing was taken yet."""
         self.settings = settings
+        self._stop = stop
         self.service = service
         self.instance = instance or new_instance_id(service)
         self.draining = False
+        self.startup = Startup()
         self._bus: Bus | None = None
         self._load: Callable[[], Load] | None = None
         self._detail: Callable[[], dict[str, Any]] | None = None
@@ -59,15 +70,45 @@ class ServiceHost:
         return self._bus
 
     async def start(self) -> Bus:
-        """Connect to NATS and declare every stream, consumer and bucket."""
-        bus = await Bus.connect(self.settings, name=self.service)
+        """Connect to NATS (waiting for it as long as it takes) and declare every stream,
+        consumer and bucket (waiting through a forming cluster up to `declare_timeout_s`). A
+        failure is recorded in `startup` and raised (a `BusDeclareError` says what and why)."""
+        started = time.monotonic()
         try:
-            await bus.declare()
-        except BaseException:
-            await bus.close()
+            self.startup.enter("connecting")
+            bus = await self._unless_stopped(
+                Bus.connect_waiting(self.settings, name=self.service, on_wait=self.startup.waiting))
+            try:
+                self.startup.enter("declaring")
+                await self._unless_stopped(bus.declare(on_wait=self.startup.waiting))
+            except BaseException:
+                await bus.close()
+                raise
+        except StoppedWhileStarting:
             raise
+        except Exception as exc:
+            self.startup.fail(exc)
+            raise
+        self.startup.enter("wiring")
+        log.info("%s %s: on the bus in %.1f s", self.service, self.instance, time.monotonic() - started)
         self._bus = bus
         return bus
+
+    async def _unless_stopped(self, step: Coroutine[Any, Any, T]) -> T:
+        """`await step`, unless the stop event is set first (then the step is cancelled)."""
+        if self._stop is None:
+            return await step
+        task = asyncio.ensure_future(step)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():  # stopped, or this start itself cancelled
+                await cancel_and_wait(task)
+        if task.cancelled():
+            raise StoppedWhileStarting(f"{self.service} was stopped while {self.startup.describe()}")
+        return task.result()
 
     async def __aenter__(self) -> ServiceHost:
         await self.start()
@@ -106,6 +147,7 @@ class ServiceHost:
         self._health = await serve_health(bus, self.service, self.instance, self.health)
         self._heartbeat = Heartbeater(bus, self.service, self.instance, load=self._load, detail=self._detail)
         self._heartbeat.start()
+        self.startup.served()
 
     async def serve_until(self, stop: asyncio.Event) -> None:
         await self.serve()

@@ -69,7 +69,13 @@ class CommonSettings(BaseSettings):
     nats_servers: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["nats://127.0.0.1:4222"])
     subject_prefix: str = "agentix"
     js_replicas: int = 1
-    nats_connect_timeout_s: float = 10.0
+    # One attempt at reaching NATS: what a command (`agentix …`) waits before it fails; a service
+    # tries again and again until NATS answers, with no upper bound (docs/FAULTS.md).
+    nats_connect_timeout_s: float = Field(default=10.0, gt=0)
+    # How long a service waits at start for each stream, consumer and bucket to be declared on a
+    # cluster that is still forming (no meta leader, too few peers yet); then it exits with the
+    # reason. 0: no limit.
+    declare_timeout_s: float = Field(default=120.0, ge=0)
     heartbeat_interval_s: float = 5.0
     events_max_age_s: int = 24 * 3600
     events_max_bytes: int = 1024 * 1024 * 1024

@@ -39,7 +39,7 @@ async def consumer_check(bus: Bus) -> dict[str, Any]:
 
 async def run(settings: DispatcherSettings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
-    async with ServiceHost(settings, SERVICE) as host:
+    async with ServiceHost(settings, SERVICE, stop=stop) as host:
         bus = host.bus
         pool = ModelPool.for_service(settings, bus)
         host.on_release("model pool", pool.aclose)

@@ -53,11 +53,14 @@ def _serve(settings: GatewaySettings, host: str, port: int, migrate_first: bool)
         print(f"gateway: {exc}", file=sys.stderr)
         return 2
     config = uvicorn.Config(app, host=host, port=port, log_level=settings.log_level.lower(), access_log=False)
+    server = uvicorn.Server(config)
+    # A bus side that cannot start (a stream the server refuses) stops the server: exit code 1.
+    app.state.stop_serving = lambda: setattr(server, "should_exit", True)
     # uvicorn handles SIGTERM (stop accepting, finish requests, then the lifespan drains the bus
     # side on the service host); the process around it is the same as every other service's.
     with service_process(settings, SERVICE):
-        uvicorn.Server(config).run()
-    return 0
+        server.run()
+    return 1 if app.state.host is not None and app.state.host.startup.failed else 0
 
 
 def _prepare(settings: GatewaySettings, admin: str) -> int:

@@ -1,8 +1,9 @@
-"""The gateway's FastAPI application factory and its lifespan (on the service host: bus, recorder,
-requeuer, heartbeats, health)."""
+"""The gateway's FastAPI application factory and its lifespan: HTTP serves at once, the bus side
+(on the service host: bus, recorder, requeuer, heartbeats, health) starts in the background."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 from collections.abc import AsyncIterator
@@ -44,8 +45,11 @@ from services.gateway.runs.recorder import Recorder
 from services.gateway.runs.requeue import Requeuer
 from services.gateway.schema_version import check_schema
 from services.gateway.telemetry import setup_tracing
+from shared.aio import cancel_and_wait
+from shared.bus import Bus
 from shared.bus.control import ControlPlane
 from shared.contract.heartbeat import Load
+from shared.errors import AgentixError
 from shared.service_host import ServiceHost
 from shared.settings import VERSION, GatewaySettings
 
@@ -67,53 +71,87 @@ def _make_redis(settings: GatewaySettings) -> Any | None:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """The bus side of the gateway runs on the service host (uvicorn owns the HTTP side and the
-    signals): on shutdown the requeuer, recorder and instance registry stop before the instance
-    leaves the bus, then the rate limiter and the database are closed."""
+    """HTTP serves at once, while the bus side starts in the background on the service host
+    (uvicorn owns the HTTP side and the signals): until NATS answers and the streams are declared,
+    `/ready` answers 503 "starting" and says why (`st.host.startup`), and routes that need the bus
+    answer 503. On shutdown a start still under way is abandoned; the requeuer, recorder and
+    instance registry stop before the instance leaves the bus, then the rate limiter and the
+    database are closed."""
+    st = app.state
+    host = st.host = ServiceHost(st.settings, SERVICE)
+    starting = asyncio.create_task(_start_bus_side(app, host), name="gateway-bus-start")
+    try:
+        yield
+    finally:
+        await cancel_and_wait(starting)
+        try:
+            await host.stop()
+        finally:
+            st.bus = st.run_feeds = st.record_watch = None
+            await st.limiter.close()
+            await st.db.drain()
+            st.db.close()
+
+
+async def _start_bus_side(app: FastAPI, host: ServiceHost) -> None:
+    """Connect and declare (waiting as long as that takes, `ServiceHost.start`), wire what runs on
+    the bus, then serve. A start that fails is recorded (`/ready` says why) and stops the server
+    (`st.stop_serving`: the process exits with code 1)."""
+    st = app.state
+    try:
+        bus = await host.start()
+        _wire_bus_side(app, host, bus)
+        await st.publisher.sync_all()
+        await st.instances.start()
+        await st.recorder.start()
+        await st.conversation_queue.start()
+        await st.record_watch.start()
+        st.requeuer.start()
+        st.bus = bus  # routes use the bus from here on
+        await host.serve()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        if not host.startup.failed:
+            host.startup.fail(exc)
+        if isinstance(exc, AgentixError):
+            log.error("gateway: %s", exc)
+        else:
+            log.exception("gateway: starting the bus side failed")
+        if st.stop_serving is not None:
+            st.stop_serving()
+
+
+def _wire_bus_side(app: FastAPI, host: ServiceHost, bus: Bus) -> None:
+    """What runs on the bus, registered on the host so that a stop (even one during the start)
+    drains it: task feeds first, then the requeuer, recorder and instance registry (newest first)."""
     st = app.state
     settings: GatewaySettings = st.settings
-    try:
-        async with ServiceHost(settings, SERVICE) as host:
-            bus = st.bus = host.bus
-            st.control = ControlPlane(bus)
-            st.publisher = ControlPublisher(st.db, st.control)
-            await st.publisher.sync_all()
-            bus.on_reconnect(st.publisher.sync_soon)  # a change saved while NATS was down goes out now
-            st.instances = InstanceRegistry(bus)
-            await st.instances.start()
-            host.on_drain("instance registry", st.instances.stop)
-            st.recorder = Recorder(bus, st.db, st.metrics, linger_s=settings.recorder_linger_ms / 1000)
-            await st.recorder.start()
-            host.on_drain("event recorder", st.recorder.stop)
-            st.conversation_queue = ConversationQueue(bus, st.db)
-            await st.conversation_queue.start()
-            host.on_drain("conversation queue", st.conversation_queue.stop)
-            st.record_watch = RecordWatch(bus)
-            await st.record_watch.start()
-            host.on_drain("record watch", st.record_watch.stop)
-            st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
-            st.requeuer.start()
-            host.on_drain("requeuer", st.requeuer.stop)
-            # One read of each live run's events shared by all its clients, whatever their protocol;
-            # drained first (steps run newest first), so its consumers are gone before the
-            # instance leaves.
-            st.run_feeds = RunFeeds(bus)
-            host.on_drain("run feeds", st.run_feeds.close)
+    st.control = ControlPlane(bus)
+    st.publisher = ControlPublisher(st.db, st.control)
+    bus.on_reconnect(st.publisher.sync_soon)  # a change saved while NATS was down goes out now
+    st.instances = InstanceRegistry(bus)
+    host.on_drain("instance registry", st.instances.stop)
+    st.recorder = Recorder(bus, st.db, st.metrics, linger_s=settings.recorder_linger_ms / 1000)
+    host.on_drain("event recorder", st.recorder.stop)
+    st.conversation_queue = ConversationQueue(bus, st.db)
+    host.on_drain("conversation queue", st.conversation_queue.stop)
+    st.record_watch = RecordWatch(bus)
+    host.on_drain("record watch", st.record_watch.stop)
+    st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
+    host.on_drain("requeuer", st.requeuer.stop)
+    # One read of each live run's events shared by all its clients, whatever their protocol;
+    # drained first (steps run newest first), so its consumers are gone before the instance leaves.
+    st.run_feeds = RunFeeds(bus)
+    host.on_drain("run feeds", st.run_feeds.close)
 
-            async def checks() -> dict[str, Any]:
-                from services.gateway.readiness import readiness
+    async def checks() -> dict[str, Any]:
+        from services.gateway.readiness import readiness
 
-                return (await readiness(app, require_dispatcher=False)).checks
+        return (await readiness(app, require_dispatcher=False)).checks
 
-            host.checks("readiness", checks)
-            host.reports(load=lambda: Load(inflight=st.inflight, done=st.recorder.applied))
-            await host.serve()
-            yield
-    finally:
-        st.bus = st.run_feeds = st.record_watch = None
-        await st.limiter.close()
-        await st.db.drain()
-        st.db.close()
+    host.checks("readiness", checks)
+    host.reports(load=lambda: Load(inflight=st.inflight, done=st.recorder.applied))
 
 
 def _add_routers(app: FastAPI) -> None:
@@ -194,7 +232,10 @@ def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) 
     st.db = db
     st.verified_tokens = VerifiedTokens()
     st.bus = None
-    st.run_feeds = st.record_watch = None  # set with the bus (lifespan)
+    # Set once the bus side has started (lifespan).
+    st.run_feeds = st.record_watch = st.publisher = st.instances = None
+    st.host = None  # the service host, with where the start is (`startup`), from the lifespan on
+    st.stop_serving = None  # what stops the HTTP server (its process sets it): a failed start calls it
     st.metrics = GatewayMetrics()
     st.limiter = RateLimiter(settings.rate_limit_per_min, _make_redis(settings), settings.redis_key_prefix)
     st.guardrail = Guardrail.from_settings(settings)

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from services.gateway.access.principal import Principal
+from services.gateway.admin.control_publisher import ControlPublisher
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
 from shared.bus import Bus
@@ -24,6 +25,7 @@ __all__ = [
     "Principal",
     "SettingsDep",
     "get_bus",
+    "get_publisher",
     "get_settings",
 ]
 
@@ -43,6 +45,16 @@ async def get_bus_if_any(request: Request) -> Bus | None:
     """The bus even while it is reconnecting (or None before start): for writes that keep their
     own record and publish later when NATS is back."""
     return getattr(request.app.state, "bus", None)
+
+
+def get_publisher(request: Request) -> ControlPublisher:
+    """What broadcasts an admin change once it is saved; 503 while the gateway is starting (the
+    change goes out when its bus side is up: the start publishes every newer saved value)."""
+    publisher = getattr(request.app.state, "publisher", None)
+    if publisher is None:
+        raise ApiProblem(503, "Service Unavailable",
+                         "Saved, but not yet broadcast (the gateway is starting); it is sent once its bus is up.")
+    return publisher
 
 
 async def get_database(request: Request) -> Database:

@@ -36,7 +36,9 @@ class EmbeddedGateway:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self) -> EmbeddedGateway:
+    async def start(self, *, wait_for_bus: bool = True) -> EmbeddedGateway:
+        """Serve HTTP; with `wait_for_bus`, also until the bus side serves (raises if its start
+        failed), as a deployment's `/ready` would wait."""
         if self.migrate:
             await asyncio.to_thread(upgrade, self.settings)
         self.app = create_app(self.settings)
@@ -59,6 +61,12 @@ class EmbeddedGateway:
                 raise RuntimeError("gateway did not start")
             await asyncio.sleep(0.01)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        if wait_for_bus:
+            startup = self.app.state.host.startup
+            await startup.settled()
+            if startup.failed:
+                await self.stop()
+                raise RuntimeError(f"the gateway's bus side did not start: {startup.error}")
         return self
 
     async def stop(self) -> None:
@@ -97,8 +105,9 @@ class GatewayProcess:
             while loop.time() < deadline:
                 if self._proc.returncode is not None:
                     raise RuntimeError(f"gateway exited with {self._proc.returncode}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get(f"{self.url}/health")).status_code == 200:
+                with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                    # Started: its bus side serves (`/ready` may still wait for a dispatcher).
+                    if (await client.get(f"{self.url}/ready")).json()["checks"]["start"]["ok"]:
                         return self
                 await asyncio.sleep(0.05)
         raise RuntimeError("gateway did not come up")

@@ -1,4 +1,5 @@
-"""Readiness: the database, NATS (and Redis when configured) answer, and a dispatcher is alive."""
+"""Readiness: the gateway has started (its bus side is up), the database, NATS (and Redis when
+configured) answer, and a dispatcher is alive."""
 
 from __future__ import annotations
 
@@ -72,9 +73,18 @@ def live_services(app: FastAPI) -> dict[str, int]:
     return counts
 
 
+def start_check(app: FastAPI) -> dict[str, Any]:
+    """Where the gateway's start is (`shared/startup.py`): ok once it serves; while it waits, the
+    phase and what for (NATS that does not answer, a cluster still forming)."""
+    host = getattr(app.state, "host", None)
+    if host is None:  # the app's lifespan has not run
+        return {"ok": False, "state": "starting", "phase": "connecting", "detail": "not started"}
+    return host.startup.check()
+
+
 async def readiness(app: FastAPI, require_dispatcher: bool = True) -> Readiness:
     db, nats_check, redis_check = await asyncio.gather(probe_db(app), probe_nats(app), probe_redis(app))
-    checks: dict[str, dict[str, Any]] = {"database": db, "nats": nats_check}
+    checks: dict[str, dict[str, Any]] = {"start": start_check(app), "database": db, "nats": nats_check}
     if redis_check is not None:
         checks["redis"] = redis_check
     if require_dispatcher:

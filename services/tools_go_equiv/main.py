@@ -67,7 +67,7 @@ async def run(
     settings: ToolsGoSettings, stop: asyncio.Event | None = None, kb_settings: KbSettings | None = None
 ) -> None:
     stop = stop or asyncio.Event()
-    async with ServiceHost(settings, SERVICE) as host:
+    async with ServiceHost(settings, SERVICE, stop=stop) as host:
         bus = host.bus
         rt = await start_runtime(settings, bus, kb_settings)
         host.on_release("runtime", lambda: runtime.install(None))

@@ -21,7 +21,7 @@ log = logging.getLogger("agentix.tools_py")
 
 async def run(settings: ToolsPySettings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
-    async with ServiceHost(settings, SERVICE) as host:
+    async with ServiceHost(settings, SERVICE, stop=stop) as host:
         server = await serve_tools(host.bus, registry)
         host.on_drain("tool calls", server.drain)
         sandbox_reason = await tools.sandbox.sandbox.available()

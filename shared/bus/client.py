@@ -1,5 +1,6 @@
 """The NATS connection every service uses: reconnect forever, a short ping, a bounded first
-connect, JSON contract codec, and trace headers on everything sent."""
+connect (a command fails fast) or, for a service, a first connect that waits for NATS, JSON
+contract codec, and trace headers on everything sent."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from nats.js.object_store import ObjectStore
 from pydantic import BaseModel
 
 from shared.bus.names import Names, Subjects, names_for, subjects_for
-from shared.bus.retry import ACK_TIMEOUT_S, RETRY_FOR_S, with_retries
+from shared.bus.retry import ACK_TIMEOUT_S, FIRST_CONNECTION, RETRY_FOR_S, Waiting, with_retries
 from shared.bus.streams import declare_all
 from shared.bus.tracing import inject_headers
 from shared.errors import AgentixError
@@ -30,7 +31,7 @@ Callback = Callable[[], Awaitable[None]]
 
 class BusUnavailable(AgentixError, ConnectionError):
     """NATS could not be reached within the connect timeout. Still a `ConnectionError`, which
-    is what callers that retry a connection catch."""
+    is what callers that retry a connection catch (`Bus.connect_waiting` among them)."""
 
     code = "bus_unavailable"
     http_status = 503
@@ -57,9 +58,16 @@ class Bus:
 
     @classmethod
     async def connect(cls, settings: CommonSettings, name: str) -> Bus:
+        """One attempt, bounded by `nats_connect_timeout_s` (nats-py tries each server in turn
+        meanwhile): `BusUnavailable`, with the last refusal, when no server answered. What a
+        command uses, to fail fast; a service waits (`connect_waiting`)."""
         holder: dict[str, Bus] = {}
+        refused: list[BaseException] = []  # why the servers refused before the first connection
 
         async def error_cb(exc: Exception) -> None:
+            if "bus" not in holder:  # still connecting: said once, in BusUnavailable
+                refused[:] = [exc]
+                return
             log.warning("nats error (%s): %s", name, exc)
 
         async def disconnected_cb() -> None:
@@ -100,10 +108,23 @@ class Bus:
                 timeout=settings.nats_connect_timeout_s,
             )
         except (TimeoutError, OSError, nats.errors.NoServersError) as exc:
-            raise BusUnavailable(f"NATS not reachable at {settings.nats_servers}: {exc}") from exc
+            why = refused[0] if refused else exc
+            raise BusUnavailable(
+                f"NATS not reachable at {','.join(settings.nats_servers)} within "
+                f"{settings.nats_connect_timeout_s:g} s: {str(why) or type(why).__name__}"
+            ) from exc
         bus = cls(nc, settings, name)
         holder["bus"] = bus
         return bus
+
+    @classmethod
+    async def connect_waiting(cls, settings: CommonSettings, name: str, on_wait: Waiting | None = None) -> Bus:
+        """Connect, however long NATS takes to answer: a service started before NATS (or before
+        any node of its cluster) waits for it rather than exiting, with a log line per attempt
+        (`nats_connect_timeout_s` each, then a pause growing from 0.5 s to 5 s)."""
+        return await with_retries(lambda: cls.connect(settings, name),
+                                  what="waiting for NATS",
+                                  policy=FIRST_CONNECTION, on_wait=on_wait)
 
     def on_reconnect(self, callback: Callback) -> None:
         """Run `callback` after every reconnect (e.g. to re-create a KV watcher)."""
@@ -113,8 +134,10 @@ class Bus:
     def connected(self) -> bool:
         return self.nc.is_connected
 
-    async def declare(self) -> None:
-        await declare_all(self.js, self.settings)
+    async def declare(self, on_wait: Waiting | None = None) -> None:
+        """Declare every stream, consumer and bucket, waiting through a forming cluster for up to
+        `declare_timeout_s` (`streams.py`); `on_wait` hears what each wait is for."""
+        await declare_all(self.nc, self.settings, on_wait)
 
     async def object_store(self, name: str) -> ObjectStore:
         """A handle on one of the declared object stores, looked up once per connection."""

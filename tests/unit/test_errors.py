@@ -24,7 +24,8 @@ SCRIPTS = ("services.tools_py.sandbox.prelude", "services.tools_py.sandbox.launc
 CONTROL_FLOW = {
     "services.dispatcher.engine.outcome.Stop": "ends a run with its terminal status inside the engine",
     "services.dispatcher.llm.api.ToolApprovalNeeded": "parks an agent node until its high-risk tool call is decided",
-    "services.gateway.runs.submit._KeyTaken": "sends a racing submission to the winner's task inside task_service.py",
+    "services.gateway.runs.submit._KeyTaken": "sends a racing submission to the winner's task inside runs/submit.py",
+    "shared.startup.StoppedWhileStarting": "ends a service stopped before it served (its process exits 0)",
 }
 # Their code is chosen per instance (a problem's type, a model's or a tool's failure code), not per class.
 CODE_PER_INSTANCE = {

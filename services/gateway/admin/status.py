@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from fastapi import FastAPI
 from nats.js.errors import NotFoundError
 
-from services.gateway.readiness import probe_db, probe_nats, probe_redis
+from services.gateway.readiness import probe_db, probe_nats, probe_redis, start_check
 from shared.bus import Bus
 
 TOOL_SERVICES = ("tools-go", "tools-py")
@@ -205,13 +205,14 @@ async def queues(bus: Bus | None) -> dict[str, Any]:
 
 async def status(app: FastAPI) -> dict[str, Any]:
     st = app.state
-    registry = st.instances
-    live = [registry.describe(s) for s in registry.live()]
-    lost = [registry.describe(s) for s in registry.lost()]
+    registry = st.instances  # None while the gateway is starting: no heartbeat seen yet
+    live = [registry.describe(s) for s in registry.live()] if registry is not None else []
+    lost = [registry.describe(s) for s in registry.lost()] if registry is not None else []
     db, nats_check, redis_check, otlp, work_queues = await asyncio.gather(
         probe_db(app), probe_nats(app), probe_redis(app), probe_otlp(st.settings.otlp_endpoint), queues(st.bus)
     )
-    infra = {"database": db, "nats": nats_check, "redis": redis_check or {"ok": True, "configured": False}}
+    infra = {"gateway": start_check(app), "database": db, "nats": nats_check,
+             "redis": redis_check or {"ok": True, "configured": False}}
     infra["otlp"] = otlp
     tools = await tool_registry(st.bus) if st.bus is not None and st.bus.nc.is_connected else {}
     return {

@@ -11,19 +11,15 @@ from services.gateway.access import users as users_svc
 from services.gateway.admin import models as models_svc
 from services.gateway.admin import pricing as pricing_svc
 from services.gateway.admin import prompts as prompts_svc
-from services.gateway.admin.control_publisher import ControlPublisher, current_chain
+from services.gateway.admin.control_publisher import current_chain
 from services.gateway.admin.status import status as status_view
 from services.gateway.audit import AuditFilter, GuardrailFilter, list_audit, list_guardrail_events
-from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep
+from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep, get_publisher
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.stats import overview as overview_view
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 PromptName = Path(pattern=prompts_svc.NAME_PATTERN)
-
-
-def _publisher(request: Request) -> ControlPublisher:
-    return request.app.state.publisher
 
 
 # ---- models and the chain -------------------------------------------------------------------
@@ -40,7 +36,7 @@ async def create_model(
 ) -> dict[str, Any]:
     out = await db.run(models_svc.create, body, settings.persistent_secret("secret_key"), admin.id)
     request.state.audit_target = f"model_id={out['id']}"
-    await _publisher(request).publish_chain()
+    await get_publisher(request).publish_chain()
     return out
 
 
@@ -57,7 +53,7 @@ async def get_chain(_: AdminUser, db: DatabaseDep) -> dict[str, Any]:
 async def put_chain(body: models_svc.ChainIn, request: Request, admin: AdminUser, db: DatabaseDep) -> dict[str, Any]:
     revision = await db.run(models_svc.set_chain, body, admin.id)
     request.state.audit_target = f"chain_revision={revision}"
-    await _publisher(request).publish_chain()  # publishes this revision or a newer one
+    await get_publisher(request).publish_chain()  # publishes this revision or a newer one
     return {"revision": revision, "active": body.active, "fallbacks": body.fallbacks}  # active None: cleared
 
 
@@ -76,14 +72,14 @@ async def update_model(
     settings: SettingsDep,
 ) -> dict[str, Any]:
     out = await db.run(models_svc.update, model_id, body, settings.persistent_secret("secret_key"), admin.id)
-    await _publisher(request).publish_chain()
+    await get_publisher(request).publish_chain()
     return out
 
 
 @router.delete("/models/{model_id}", status_code=204, response_class=Response)
 async def delete_model(model_id: str, request: Request, admin: AdminUser, db: DatabaseDep) -> Response:
     await db.run(models_svc.delete, model_id, admin.id)
-    await _publisher(request).publish_chain()
+    await get_publisher(request).publish_chain()
     return Response(status_code=204)
 
 
@@ -100,7 +96,7 @@ async def put_pricing(
     body: pricing_svc.PricingIn, request: Request, admin: AdminUser, db: DatabaseDep
 ) -> dict[str, Any]:
     await db.run(pricing_svc.put, body, admin.id)
-    await _publisher(request).publish_pricing()
+    await get_publisher(request).publish_pricing()
     return await db.run(pricing_svc.get)
 
 
@@ -132,7 +128,7 @@ async def activate_prompt(
 ) -> dict[str, Any]:
     await db.run(prompts_svc.activate, name, body)
     request.state.audit_target = f"prompt={name},version={body.version}"
-    await _publisher(request).publish_prompt(name)
+    await get_publisher(request).publish_prompt(name)
     return await db.run(prompts_svc.get, name)
 
 

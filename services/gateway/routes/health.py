@@ -19,19 +19,27 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/ready", responses={503: {"description": "a dependency is down (body says which)"}})
+@router.get("/ready", responses={503: {"description": "starting (the body says why), or a dependency is down"}})
 async def ready(request: Request) -> Any:
     result = await readiness(request.app)
     if result.ready:
         return {"status": "ready", "checks": result.checks, "services": live_services(request.app)}
     failed = [name for name, c in result.checks.items() if not c["ok"]]
+    start = result.checks["start"]
+    if start["ok"]:
+        state, detail = "not-ready", f"Not ready: {', '.join(failed)}."
+    elif start["state"] == "failed":
+        state, detail = "failed", f"Failed to start: {start['detail']}."
+    else:
+        state, detail = "starting", f"Starting: {start['detail']}."
     body = {
         "type": "https://agentix.dev/problems/not-ready",
         "title": "Service Unavailable",
         "status": 503,
-        "detail": f"Not ready: {', '.join(failed)}.",
+        "detail": detail,
         "instance": "/ready",
         "request_id": getattr(request.state, "request_id", None),
+        "state": state,
         "failed": failed,
         "checks": result.checks,
         "services": live_services(request.app),

@@ -8,15 +8,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from services.gateway.admin import mcp_servers as mcp_svc
-from services.gateway.admin.control_publisher import ControlPublisher
-from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep
+from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep, get_publisher
 from services.gateway.pagination import Cursor, Limit, Page
 
 router = APIRouter(prefix="/api/v1/admin/mcp-servers", tags=["admin"])
-
-
-def _publisher(request: Request) -> ControlPublisher:
-    return request.app.state.publisher
 
 
 @router.get("", response_model=Page)
@@ -30,7 +25,7 @@ async def create_mcp_server(
 ) -> dict[str, Any]:
     out = await db.run(mcp_svc.create, body, settings.persistent_secret("secret_key"), admin.id)
     request.state.audit_target = f"mcp_server={out['name']}"
-    await _publisher(request).publish_mcp_servers()
+    await get_publisher(request).publish_mcp_servers()
     return out
 
 
@@ -50,7 +45,7 @@ async def update_mcp_server(
 ) -> dict[str, Any]:
     out = await db.run(mcp_svc.update, server_id, body, settings.persistent_secret("secret_key"), admin.id)
     request.state.audit_target = f"mcp_server={out['name']}"
-    await _publisher(request).publish_mcp_servers()
+    await get_publisher(request).publish_mcp_servers()
     return out
 
 
@@ -58,5 +53,5 @@ async def update_mcp_server(
 async def delete_mcp_server(server_id: str, request: Request, admin: AdminUser, db: DatabaseDep) -> Response:
     await db.run(mcp_svc.delete, server_id, admin.id)
     request.state.audit_target = f"mcp_server_id={server_id}"
-    await _publisher(request).publish_mcp_servers()
+    await get_publisher(request).publish_mcp_servers()
     return Response(status_code=204)

@@ -53,9 +53,10 @@ def resume_point(last_event_id: str | None, after: str | None) -> int:
     return value
 
 
-async def _replayed(bus: Bus, run_id: str, after: int, channels: Iterable[str] | None) -> AsyncIterator[Entry]:
-    """An ended run's log after `after`, up to what is stored (nothing more will come)."""
-    async for seq, event in read_events(bus, run_id, after_seq=after, channels=channels, follow=False):
+async def _read(bus: Bus, run_id: str, after: int, channels: Iterable[str] | None, live: bool) -> AsyncIterator[Entry]:
+    """The run's log after `after`: up to what is stored for an ended run (nothing more will
+    come), until its `done` for a live one."""
+    async for seq, event in read_events(bus, run_id, after_seq=after, channels=channels, follow=live):
         yield Entry(seq, event)
 
 
@@ -67,7 +68,7 @@ def run_entries(state: Any, bus: Bus, run_id: str, after: int, live: bool,
     feeds = state.run_feeds
     if live and feeds is not None:
         return feeds.follow(run_id, after)
-    return batched(_replayed(bus, run_id, after, channels), f"sse-{run_id}")
+    return batched(_read(bus, run_id, after, channels, live), f"sse-{run_id}")
 
 
 async def run_frames(state: Any, bus: Bus, run_id: str, translator: Translator, live: bool, *,
