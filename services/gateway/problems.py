@@ -24,8 +24,9 @@ log = logging.getLogger("agentix.gateway.problems")
 
 class ApiProblem(AgentixError):
     """Raise from a route or service; rendered as problem+json. `errors` carries validation items
-    (`{code, message, node_id?, edge_index?, field?}`). As an AgentixError its `code` is the
-    problem's type and its `http_status` the status."""
+    (`{code, message, node_id?, edge_index?, field?}`), `extensions` any other members the
+    problem's type defines (RFC 9457 §3.2). As an AgentixError its `code` is the problem's type
+    and its `http_status` the status."""
 
     def __init__(
         self,
@@ -35,6 +36,7 @@ class ApiProblem(AgentixError):
         errors: list[dict[str, Any]] | None = None,
         headers: Mapping[str, str] | None = None,
         type_: str | None = None,
+        extensions: Mapping[str, Any] | None = None,
     ) -> None:
         self.type = type_ or _slug(title)
         super().__init__(detail or title, code=self.type, http_status=status)
@@ -43,6 +45,7 @@ class ApiProblem(AgentixError):
         self.detail = detail or title
         self.errors = errors
         self.headers = dict(headers or {})
+        self.extensions = dict(extensions or {})
 
 
 def _slug(title: str) -> str:
@@ -65,6 +68,7 @@ def problem_body(scope: Scope, problem: ApiProblem) -> dict[str, Any]:
     }
     if problem.errors is not None:
         body["errors"] = problem.errors
+    body.update(problem.extensions)
     return body
 
 

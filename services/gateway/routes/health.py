@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from services.gateway.metrics import CONTENT_TYPE
+from services.gateway.problems import ApiProblem, problem_response
 from services.gateway.readiness import live_services, readiness
 from services.gateway.stats import task_counts
 
@@ -32,19 +33,10 @@ async def ready(request: Request) -> Any:
         state, detail = "failed", f"Failed to start: {start['detail']}."
     else:
         state, detail = "starting", f"Starting: {start['detail']}."
-    body = {
-        "type": "https://agentix.dev/problems/not-ready",
-        "title": "Service Unavailable",
-        "status": 503,
-        "detail": detail,
-        "instance": "/ready",
-        "request_id": getattr(request.state, "request_id", None),
-        "state": state,
-        "failed": failed,
-        "checks": result.checks,
-        "services": live_services(request.app),
-    }
-    return JSONResponse(body, status_code=503, media_type="application/problem+json")
+    return problem_response(request.scope, ApiProblem(
+        503, "Service Unavailable", detail, type_="not-ready",
+        extensions={"state": state, "failed": failed, "checks": result.checks, "services": live_services(request.app)},
+    ))
 
 
 @router.get("/metrics", response_class=Response)
