@@ -22,8 +22,8 @@ from services.gateway.admin.control_publisher import ControlPublisher
 from services.gateway.audit import write_audit
 from services.gateway.chat.queue import ConversationQueue
 from services.gateway.db import Database
-from services.gateway.instances import InstanceRegistry
-from services.gateway.metrics import GatewayMetrics
+from services.gateway.fleet.instances import InstanceRegistry
+from services.gateway.fleet.metrics import GatewayMetrics
 from services.gateway.middleware.audit import AuditMiddleware
 from services.gateway.middleware.auth import AuthMiddleware
 from services.gateway.middleware.body_limits import BodyLimitMiddleware
@@ -44,7 +44,6 @@ from services.gateway.runs.recorded import RecordWatch
 from services.gateway.runs.recorder import Recorder
 from services.gateway.runs.requeue import Requeuer
 from services.gateway.schema_version import check_schema
-from services.gateway.telemetry import setup_tracing
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
@@ -52,6 +51,7 @@ from shared.contract.heartbeat import Load
 from shared.errors import AgentixError
 from shared.service_host import ServiceHost
 from shared.settings import VERSION, GatewaySettings
+from shared.telemetry import setup_tracing
 
 log = logging.getLogger("agentix.gateway")
 
@@ -146,7 +146,7 @@ def _wire_bus_side(app: FastAPI, host: ServiceHost, bus: Bus) -> None:
     host.on_drain("run feeds", st.run_feeds.close)
 
     async def checks() -> dict[str, Any]:
-        from services.gateway.readiness import readiness
+        from services.gateway.fleet.readiness import readiness
 
         return (await readiness(app, require_dispatcher=False)).checks
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from services.gateway.metrics import GatewayMetrics
+from services.gateway.fleet.metrics import GatewayMetrics
 from services.gateway.middleware.observe import ObserveMiddleware
 
 

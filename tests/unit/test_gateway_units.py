@@ -18,7 +18,7 @@ from services.gateway.access.principal import Principal
 from services.gateway.access.ratelimit import LocalWindow
 from services.gateway.admin.status import breakers
 from services.gateway.audit import outcome_of
-from services.gateway.instances import InstanceRegistry
+from services.gateway.fleet.instances import InstanceRegistry
 from services.gateway.pagination import decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
 from services.gateway.runs.stream import resume_point

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from fastapi import FastAPI
 from nats.js.errors import NotFoundError
 
-from services.gateway.readiness import probe_db, probe_nats, probe_redis, start_check
+from services.gateway.fleet.readiness import probe_db, probe_nats, probe_redis, start_check
 from shared.bus import Bus
 
 TOOL_SERVICES = ("tools-go", "tools-py")

@@ -12,7 +12,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.gateway.metrics import GatewayMetrics
+from services.gateway.fleet.metrics import GatewayMetrics
 from services.gateway.middleware.common import route_template, state
 
 access_log = logging.getLogger("agentix.gateway.access")

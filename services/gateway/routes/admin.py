@@ -15,8 +15,8 @@ from services.gateway.admin.control_publisher import current_chain
 from services.gateway.admin.status import status as status_view
 from services.gateway.audit import AuditFilter, GuardrailFilter, list_audit, list_guardrail_events
 from services.gateway.deps import AdminUser, DatabaseDep, SettingsDep, get_publisher
+from services.gateway.fleet.stats import overview as overview_view
 from services.gateway.pagination import Cursor, Limit, Page
-from services.gateway.stats import overview as overview_view
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 PromptName = Path(pattern=prompts_svc.NAME_PATTERN)

@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from services.gateway.metrics import CONTENT_TYPE
+from services.gateway.fleet.metrics import CONTENT_TYPE
+from services.gateway.fleet.readiness import live_services, readiness
+from services.gateway.fleet.stats import task_counts
 from services.gateway.problems import ApiProblem, problem_response
-from services.gateway.readiness import live_services, readiness
-from services.gateway.stats import task_counts
 
 router = APIRouter(tags=["operations"])
 

@@ -11,7 +11,7 @@ import logging
 from nats.aio.msg import Msg
 
 from services.gateway.db import Database
-from services.gateway.metrics import GatewayMetrics
+from services.gateway.fleet.metrics import GatewayMetrics
 from services.gateway.runs.recorded import announce
 from services.gateway.runs.records import apply_events
 from shared.bus import Bus
