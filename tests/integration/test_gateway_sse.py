@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
-from services.gateway.runs import frames as sse_frames
+from services.gateway.runs import frames as frames_module
 from shared.auth_tokens import mint_token
 from shared.bus.events import EventPublisher
 from shared.contract.events import DoneEvent, NodeEndEvent, NodeStartEvent, StatusEvent, TokenEvent
@@ -202,7 +202,7 @@ async def test_a_client_that_leaves_while_the_stream_is_backed_up_frees_it(
 ) -> None:
     """More frames than the gateway's queue holds, so its reader blocks on a full queue; when the
     client goes, the response and the reader must both end (no task left waiting forever)."""
-    monkeypatch.setattr(sse_frames, "BATCH", 4)  # a queue of 16 frames
+    monkeypatch.setattr(frames_module, "BATCH", 4)  # a queue of 16 frames
     task_id = await new_task(client)
     pub = EventPublisher(gw.app.state.bus, task_id)
     for i in range(1_500):  # ~24 MB of frames
