@@ -189,6 +189,10 @@ class Publisher:
             raise RuntimeError("the publisher did not start")
         return self
 
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+
     async def run(self, tasks: list[str], events: int, rate: float) -> None:
         assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"tasks": tasks, "events": events, "rate": rate}).encode() + b"\n")
@@ -286,11 +290,14 @@ async def scenario(name: str, settings: Settings, gw: GatewayProcess, pid: int, 
         await started(bus, run_ids)
     cpu1 = cpu_seconds(pid)
     publisher = await Publisher(settings).start()
-    infos = await bus.js.consumers_info(bus.names.events_stream)
-    consumers = sum(1 for c in infos if c.push_bound and any(t in (c.config.filter_subject or "") for t in run_ids))
-    started_at = time.perf_counter()
-    await asyncio.gather(publisher.run(run_ids, events, rate), *readers)
-    wall = time.perf_counter() - started_at
+    try:
+        infos = await bus.js.consumers_info(bus.names.events_stream)
+        consumers = sum(1 for c in infos if c.push_bound and any(t in (c.config.filter_subject or "") for t in run_ids))
+        started_at = time.perf_counter()
+        await asyncio.gather(publisher.run(run_ids, events, rate), *readers)
+        wall = time.perf_counter() - started_at
+    finally:
+        publisher.kill()  # gone already when it finished; a failure must not leave it running
     cpu2 = cpu_seconds(pid)
 
     wanted = {c.task_id: await expected(bus, c) for c in {c.task_id: c for c in watchers}.values()}
