@@ -54,7 +54,7 @@ class IngestWorker:
         names, settings = rt.bus.names, rt.settings
         self.queue = WorkQueue(
             rt.bus, names.ingest_stream, names.ingest_consumer, handle_batch=self._run, on_exhausted=self._on_exhausted,
-            concurrency=rt.kb.ingest_concurrency, capacity=settings.ingest_max_ack_pending,
+            concurrency=rt.settings.kb_ingest_concurrency, capacity=settings.ingest_max_ack_pending,
             capacity_from_consumer=True, max_batch=MAX_BATCH, ack_wait_s=settings.ingest_ack_wait_s,
             max_deliver=settings.ingest_max_deliver, fetch_wait_s=FETCH_WAIT_S, crash_retry_s=CRASH_RETRY_S,
         )

@@ -86,7 +86,7 @@ async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
     user, session = user_of(args, ctx), _session(args, ctx)
     rt = runtime.get()
     entry = {"role": args.role, "content": args.content, "ts": now().isoformat()}
-    cap = rt.kb.history_max
+    cap = rt.settings.kb_history_max
     if rt.redis is None:
         length = await rt.db.run(_db_append, user, session, entry, cap)
         return {"session_id": session, "length": length, "store": "db"}
@@ -97,7 +97,7 @@ async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
         async with rt.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(key, json.dumps(entry, ensure_ascii=False))
             pipe.ltrim(key, -cap, -1)
-            pipe.expire(key, rt.kb.history_ttl_s)
+            pipe.expire(key, rt.settings.kb_history_ttl_s)
             pipe.llen(key)
             *_, length = await pipe.execute()
     except RedisError as exc:
