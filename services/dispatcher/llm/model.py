@@ -154,8 +154,9 @@ class ModelLLM:
         breakers, policy = self._deps.breakers, self._deps.retry
         notices: list[ModelNotice] = []
         last: AttemptError | None = None
+        retries = policy.backoff.start()
         tries = 0
-        for attempt in range(policy.attempts):
+        while True:
             admission = await breakers.admit(name)
             if admission is None:
                 if last is None:
@@ -169,7 +170,7 @@ class ModelLLM:
             try:
                 result = await self._attempt(endpoint, request, charge, on_delta, emitted)
             except AttemptError as err:
-                last, tries = err, attempt + 1
+                last, tries = err, tries + 1
                 if not emitted[0]:
                     charge.refund()
                 state = None
@@ -187,9 +188,12 @@ class ModelLLM:
                     )
                     broken.notices = notices
                     raise broken from err
-                if not err.retryable or attempt + 1 >= policy.attempts or (state and state.state == "open"):
+                if not err.retryable or (state and state.state == "open"):
                     break
-                delay = err.retry_after if err.retry_after is not None else policy.backoff(attempt)
+                wait = retries.next_wait()  # None: this model's attempts are spent
+                if wait is None:
+                    break
+                delay = err.retry_after if err.retry_after is not None else wait
                 if delay > policy.max_retry_after_s:
                     break
                 await self._deps.sleep(delay)
@@ -200,8 +204,7 @@ class ModelLLM:
                 raise
             await breakers.success(name)
             return result
-        if last is None:  # no attempt allowed at all (attempts = 0)
-            raise ModelFailed("unavailable", f"model {name!r} was not tried", attempts=0)
+        assert last is not None  # the loop ends after a failed attempt (the first admission raises)
         gave_up = ModelFailed(
             last.code, last.message + (f" (gave up after {tries} attempts)" if tries > 1 else ""), attempts=tries
         )

@@ -27,6 +27,7 @@ from services.tools_go_equiv.ingest.pipeline import IngestError, JobGone, Work, 
 from services.tools_go_equiv.kb.embed import EmbedderUnavailable
 from services.tools_go_equiv.kb.store import DocumentGone
 from services.tools_go_equiv.runtime import Runtime
+from shared.backoff import Backoff
 from shared.bus.delivery import Ack, Delivery, Nak, Term
 from shared.bus.events import EventPublisher, last_event_n
 from shared.bus.tracing import consumer_span, extract_context
@@ -39,6 +40,8 @@ tracer = trace.get_tracer("agentix.tools_go.ingest")
 FETCH_WAIT_S = 0.5
 MAX_BATCH = 64  # jobs per batch (and per transaction) at most
 CRASH_RETRY_S = 1.0  # e.g. NATS went away while a batch was settled: let its jobs come back soon
+# A failed job comes back 1 s after its first delivery failed, doubling up to 30 s.
+REDELIVERY = Backoff(first_s=1.0, max_s=30.0)
 
 
 def describe(exc: BaseException) -> str:
@@ -179,7 +182,7 @@ class IngestWorker:
             await events.emit(StatusEvent(task_id=job.job_id, status="retrying", error=reason))
             await events.flush()
         with contextlib.suppress(Exception):
-            await delivery.settle(Nak(delay=min(2.0 ** (attempt - 1), 30.0)))
+            await delivery.settle(Nak(delay=REDELIVERY.delay(attempt - 1)))
 
     async def _ack(self, delivery: Delivery) -> None:
         # Not a synchronous ack: a lost ack only means a redelivery, which finds the job done and

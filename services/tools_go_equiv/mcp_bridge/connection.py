@@ -111,7 +111,8 @@ class McpConnection:
 
     # -- the session task ------------------------------------------------------------------------
     async def _run(self) -> None:
-        delay = self._timing.retry_min_s
+        backoff = self._timing.reconnect
+        failures = 0  # sessions that ended since one was last up
         while True:
             try:
                 await self._session()
@@ -121,10 +122,10 @@ class McpConnection:
                 if self._http_status is not None:  # the SDK's words rarely say "401"
                     error = f"{error} (HTTP {self._http_status})"
             if self.connected_since is not None:
-                delay = self._timing.retry_min_s  # it was up: the first retry comes soon
+                failures = 0  # it was up: the first retry comes soon
             self._set_down(error)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self._timing.retry_max_s)
+            await asyncio.sleep(backoff.delay(failures))
+            failures += 1
 
     async def _session(self) -> None:
         t = self._timing
