@@ -39,6 +39,7 @@ class CheckpointWriteError(AgentixError, RuntimeError):
 
     code = "checkpoint_write_failed"
     http_status = 503
+    retryable = True
 
 
 @dataclass

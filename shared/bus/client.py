@@ -35,6 +35,7 @@ class BusUnavailable(AgentixError, ConnectionError):
 
     code = "bus_unavailable"
     http_status = 503
+    retryable = True
 
 
 def encode(model: BaseModel) -> bytes:

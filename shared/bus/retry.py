@@ -84,6 +84,7 @@ class BusWriteError(AgentixError, RuntimeError):
 
     code = "bus_write_failed"
     http_status = 503
+    retryable = True  # a later write finds the leader elected, or the server back
 
 
 class BusDeclareError(AgentixError, RuntimeError):
@@ -139,7 +140,7 @@ def _write_failed(what: str, retry_for_s: float, attempts: int, exc: BaseExcepti
 
 def _declare_failed(what: str, retry_for_s: float, attempts: int, exc: BaseException) -> Exception:
     return BusDeclareError(f"{what}: not done after {retry_for_s:g} s ({attempts} attempts); "
-                           f"last answer: {describe(exc)}")
+                           f"last answer: {describe(exc)}", retryable=True)  # the cluster may form yet
 
 
 def _declare_refused(what: str, exc: BaseException) -> Exception:
@@ -164,9 +165,9 @@ class RetryPolicy:
     log_each_at: int | None = None
     refused: Callable[[str, BaseException], Exception] | None = None
 
-
     def backoff(self, retry_for_s: float) -> Backoff:
         return Backoff(self.first_delay_s, self.max_delay_s, within_s=retry_for_s)
+
 
 WRITES = RetryPolicy(RETRY_FOR_S, FIRST_DELAY_S, MAX_DELAY_S, is_transient, _write_failed)
 # Between two attempts at reaching NATS (each bounded by `nats_connect_timeout_s`).

@@ -1,13 +1,13 @@
 """One model behind the `LLM` interface: an endpoint with its circuit breaker, retries, output
 cache, budget charging, redaction and pricing.
 
-A call: output cache (non-streaming) → circuit breaker → attempts with backoff on 429/5xx/
-timeouts (honouring Retry-After). When the model gives up it raises `ModelFailed`, which a
-failover chain (`failover.py`) reads as "try the next model". A failure after output reached the
-caller is final (`stream_broken`, a plain LLMError): a stream never switches model midway.
-Every attempt charges the task's TokenBudget as tokens arrive, and all text passes the streaming
-redactor before it reaches `on_delta` or the result. What the breaker did (`breaker_open`,
-`model_skipped`) travels on the raised error as `notices`.
+A call: output cache (non-streaming) → circuit breaker → attempts with backoff (`retry.py`) while
+an attempt's failure is `retryable` (429, 5xx, timeouts), honouring Retry-After. When the model
+gives up it raises `ModelFailed`, which a failover chain (`failover.py`) reads as "try the next
+model". A failure after output reached the caller is final (`stream_broken`, a plain LLMError): a
+stream never switches model midway. Every attempt charges the task's TokenBudget as tokens
+arrive, and all text passes the streaming redactor before it reaches `on_delta` or the result.
+What the breaker did (`breaker_open`, `model_skipped`) travels on the raised error as `notices`.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class ModelFailed(LLMError):
     """This model gave up on the call before any output reached the caller, so another model may
     take it. `attempts` is 0 when the model was skipped (its breaker is open)."""
 
-    def __init__(self, code: str, message: str, *, attempts: int) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: str, message: str, *, attempts: int, retryable: bool = False) -> None:
+        super().__init__(code, message, retryable=retryable)
         self.attempts = attempts
 
     @property
@@ -134,7 +134,7 @@ class ModelLLM:
         try:
             endpoint = self._connect(self.config)
         except AttemptError as err:
-            raise ModelFailed(err.code, err.message, attempts=1) from err
+            raise ModelFailed(err.code, err.message, attempts=1, retryable=err.retryable) from err
         cache = self._deps.cache
         key = None
         if not request.stream and cache is not None:
@@ -161,7 +161,8 @@ class ModelLLM:
             if admission is None:
                 if last is None:
                     why = f"model {name!r} skipped: its circuit breaker is open"
-                    skipped = ModelFailed("unavailable", why, attempts=0)
+                    # The breaker closes again after its cooldown: a later call may reach it.
+                    skipped = ModelFailed("unavailable", why, attempts=0, retryable=True)
                     skipped.notices.append(ModelNotice("model_skipped", name, why))
                     raise skipped
                 break
@@ -185,6 +186,7 @@ class ModelLLM:
                         "stream_broken",
                         f"{err.message} — the stream broke after output had started, so it was not "
                         "retried or moved to another model",
+                        retryable=err.retryable,
                     )
                     broken.notices = notices
                     raise broken from err
@@ -206,7 +208,8 @@ class ModelLLM:
             return result
         assert last is not None  # the loop ends after a failed attempt (the first admission raises)
         gave_up = ModelFailed(
-            last.code, last.message + (f" (gave up after {tries} attempts)" if tries > 1 else ""), attempts=tries
+            last.code, last.message + (f" (gave up after {tries} attempts)" if tries > 1 else ""), attempts=tries,
+            retryable=last.retryable,
         )
         gave_up.notices = notices
         raise gave_up from last

@@ -25,6 +25,9 @@ class IngestError(AgentixError):
 
     code = "ingest_failed"
     http_status = 422
+    # Parsing runs in another service, whose failure (a crash, a restart, a timeout) another
+    # attempt may not meet; a document that cannot be parsed costs only its bounded attempts.
+    retryable = True
 
 
 def _args(job: IngestJob) -> dict[str, Any]:

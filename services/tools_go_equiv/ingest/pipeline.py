@@ -43,6 +43,7 @@ class JobGone(AgentixError):
 
     code = "not_found"
     http_status = 404
+    retryable = False  # no attempt brings it back: the job ends now
 
 
 @dataclass

@@ -5,8 +5,10 @@ while a batch runs, bounded deliveries, drain.
 
 A batch is parsed concurrently, its small documents are embedded together and committed in one
 transaction, and each job is acked only after the commit that made it durable. A failing job is
-retried with backoff; on its last delivery it is marked `failed` with the reason and
-terminated. A job whose worker died on every attempt is caught by the MAX_DELIVERIES advisory
+handed back for another delivery with backoff (`REDELIVERY`) while its failure is `retryable`
+(any failure but a described one that says otherwise, such as its document deleted meanwhile);
+on its last delivery, or at once when no attempt can do it, it is marked `failed` with the
+reason. A job whose worker died on every attempt is caught by the MAX_DELIVERIES advisory
 (kept in the dead-letter stream) and marked too."""
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from shared.bus.tracing import consumer_span, extract_context
 from shared.bus.workqueue import WorkQueue
 from shared.contract.events import DoneEvent, StatusEvent
 from shared.contract.ingest import IngestJob
+from shared.errors import AgentixError
 
 log = logging.getLogger("agentix.tools_go.ingest")
 tracer = trace.get_tracer("agentix.tools_go.ingest")
@@ -42,9 +45,12 @@ MAX_BATCH = 64  # jobs per batch (and per transaction) at most
 CRASH_RETRY_S = 1.0  # e.g. NATS went away while a batch was settled: let its jobs come back soon
 # A failed job comes back 1 s after its first delivery failed, doubling up to 30 s.
 REDELIVERY = Backoff(first_s=1.0, max_s=30.0)
+GONE = "the document or its knowledge base was deleted during ingestion"
 
 
 def describe(exc: BaseException) -> str:
+    if isinstance(exc, DocumentGone | JobGone):  # their message is only an id
+        return GONE
     if isinstance(exc, IngestError | EmbedderUnavailable):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"[:1000]
@@ -155,8 +161,10 @@ class IngestWorker:
     async def _failed(self, w: Work, delivery: Delivery) -> None:
         job, attempt, events = w.job, w.attempt, w.events
         exc = w.outcome if isinstance(w.outcome, BaseException) else RuntimeError("no outcome")
-        if isinstance(exc, DocumentGone | JobGone):
-            reason = "the document or its knowledge base was deleted during ingestion"
+        reason = describe(exc)
+        # No attempt can do it (its document or KB was deleted): it ends now. A failure nobody
+        # described (the database unreachable, a bug) may pass, and is tried again.
+        if isinstance(exc, AgentixError) and not exc.retryable:
             with contextlib.suppress(Exception):
                 await self.rt.db.run_grouped(self._fail_if_present, job, reason)
             await self._cleanup(job)
@@ -164,7 +172,6 @@ class IngestWorker:
             with contextlib.suppress(Exception):
                 await delivery.settle(Ack(sync=True, timeout=5))
             return
-        reason = describe(exc)
         log.warning("ingest job %s attempt %d/%d failed: %s", job.job_id, attempt, self.queue.max_deliver, reason)
         if delivery.last:
             final = f"failed after {attempt} attempts: {reason}"

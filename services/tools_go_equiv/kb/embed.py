@@ -54,6 +54,9 @@ class EmbedderUnavailable(AgentixError, RuntimeError):
 
     code = "unavailable"
     http_status = 503
+    # An endpoint comes back; a model not configured on this replica may be on another, or on
+    # this one once restarted with it.
+    retryable = True
 
 
 class Embedder(Protocol):

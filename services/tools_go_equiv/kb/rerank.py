@@ -60,7 +60,8 @@ class Reranker:
                 scores[int(item["index"])] = float(item["relevance_score"])
             return scores
         except (httpx.HTTPError, KeyError, ValueError, TypeError, IndexError) as exc:
-            raise RerankError(f"reranker {self.model!r} failed: {type(exc).__name__}: {exc}") from exc
+            raise RerankError(f"reranker {self.model!r} failed: {type(exc).__name__}: {exc}",
+                              retryable=isinstance(exc, httpx.HTTPError)) from exc  # not a malformed answer
 
     async def aclose(self) -> None:
         await self._client.aclose()

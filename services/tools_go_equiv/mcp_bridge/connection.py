@@ -200,7 +200,8 @@ class McpConnection:
         client = self._client
         if client is None:
             why = self.last_error or "connecting"
-            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} is not connected ({why})")
+            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} is not connected ({why})",
+                                     retryable=self._fatal is None)  # the session task reconnects
         timeout = self._timing.call_s
         try:
             # The SDK's own read timeout first; ours is the backstop that guarantees no hang (a
@@ -215,15 +216,17 @@ class McpConnection:
             if exc.code == mcp_types.CONNECTION_CLOSED or client is not self._client:
                 self._broken.set()  # the session task reconnects
                 why = f"{exc.error.message} (reconnecting)"
-                return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r}: {why}")
+                return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r}: {why}", retryable=True)
             return ToolReply.failure("mcp_error", f"{name}: {exc.error.message}"[:2000])
         except Exception as exc:  # the transport failed: the session task reconnects
             self._broken.set()
-            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} failed: {describe(exc)}")
+            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} failed: {describe(exc)}",
+                                     retryable=True)
         return reply(name, result)
 
     def _timed_out(self, name: str, timeout: float) -> ToolReply:
-        return ToolReply.failure("timeout", f"{name}: MCP server {self.name!r} did not answer within {timeout:g}s")
+        return ToolReply.failure("timeout", f"{name}: MCP server {self.name!r} did not answer within {timeout:g}s",
+                                 retryable=True)
 
     def status(self) -> dict[str, Any]:
         stats = self.stats

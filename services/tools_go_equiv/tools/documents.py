@@ -153,7 +153,8 @@ async def enqueue(prepared: Prepared, reg: store.Registered, kb_id: str, user: s
     except Exception as exc:
         await rt.db.run(store.forget_document, reg.document_id, reg.job_id)
         await discard(prepared)
-        raise ToolFailure("unavailable", f"could not queue the ingestion job: {type(exc).__name__}") from exc
+        raise ToolFailure("unavailable", f"could not queue the ingestion job: {type(exc).__name__}",
+                          retryable=True) from exc
     return {"job_id": reg.job_id, "document_id": reg.document_id, "status": "queued", "duplicate": False}
 
 

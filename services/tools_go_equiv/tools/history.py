@@ -101,7 +101,7 @@ async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
             pipe.llen(key)
             *_, length = await pipe.execute()
     except RedisError as exc:
-        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}") from exc
+        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}", retryable=True) from exc
     return {"session_id": session, "length": int(length), "store": "redis"}
 
 
@@ -122,5 +122,5 @@ async def history_get(args: GetArgs, ctx: ToolContext) -> dict[str, Any]:
     try:
         raw = await rt.redis.lrange(_key(user, session), -args.limit, -1)
     except RedisError as exc:
-        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}") from exc
+        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}", retryable=True) from exc
     return {"session_id": session, "messages": [json.loads(r) for r in raw]}

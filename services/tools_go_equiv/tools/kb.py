@@ -147,7 +147,7 @@ async def kb_search(args: KbSearchArgs, ctx: ToolContext) -> dict[str, Any]:
         embedder = rt.embedders.for_name(kb.embedder)
         hits = await rt.searcher.search(kb, embedder, args.query, args.mode, min(args.top_k, rt.settings.kb_max_top_k))
     except EmbedderUnavailable as exc:
-        raise ToolFailure("unavailable", str(exc)) from exc
+        raise ToolFailure("unavailable", str(exc), retryable=exc.retryable) from exc
     rt.counters["searches"] = rt.counters.get("searches", 0) + 1
     return {"kb": kb.id, "mode": args.mode, "chunks": hits}
 
