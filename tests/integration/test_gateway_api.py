@@ -521,7 +521,9 @@ async def test_workflow_crud_and_run_by_id(alice: httpx.AsyncClient, bob: httpx.
     assert_problem(await alice.get(f"/api/v1/workflows/{wf_id}"), 404)
 
 
-async def test_every_save_of_a_workflow_is_a_version_with_its_layout(alice: httpx.AsyncClient, bob: httpx.AsyncClient) -> None:
+async def test_every_save_of_a_workflow_is_a_version_with_its_layout(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
     layout = {"in": {"x": 0, "y": 0}, "ans": {"x": 240, "y": 0}, "out": {"x": 480, "y": 0}}
     made = (await alice.post("/api/v1/workflows", json={"name": "v", "dsl": DSL, "layout": layout})).json()
     assert made["version"] == 1

@@ -46,9 +46,11 @@ export async function shot(page, name, { fullPage = true } = {}) {
   mkdirSync(env.shots, { recursive: true });
   const path = join(env.shots, `${name}.png`);
   // A full-page shot of a scrolled page paints the sticky top bar mid-page: start at the top.
-  // Toasts are transient; in a still picture they only hide what is under them.
-  await page.evaluate(() => { window.scrollTo(0, 0); document.querySelector('.toasts')?.replaceChildren(); });
+  // Toasts are transient; in a still picture they only hide what is under them. Hidden, not
+  // removed: the page owns those elements.
+  await page.evaluate(() => { window.scrollTo(0, 0); document.querySelector('.toasts')?.setAttribute('hidden', ''); });
   await page.screenshot({ path, fullPage });
+  await page.evaluate(() => document.querySelector('.toasts')?.removeAttribute('hidden')).catch(() => {});
   return path;
 }
 
