@@ -14,17 +14,18 @@ from pydantic import BaseModel
 
 from shared.contract.dsl import NODE_KINDS, NODE_MODELS, BranchConfig
 
-# What a person sees in the palette; everything else comes from the models.
+# What a person sees in the palette; everything else comes from the models. The icons are
+# characters the DejaVu fonts have (no emoji font is assumed).
 _PRESENTATION: Final[dict[str, tuple[str, str, str]]] = {
     "input": ("Input", "Where the task's input enters; its JSON Schema says what a run must be given.", "⇥"),
-    "retriever": ("Retriever", "Searches a knowledge base (hybrid, vector, full-text or graph).", "🔎"),
-    "agent": ("Agent", "A model answers a prompt, calling tools in a loop when it has any.", "🤖"),
-    "tool": ("Tool", "Calls one tool directly, no model involved.", "🛠"),
-    "branch": ("Branch", "Chooses the outgoing edges: a condition (true/false) or cases.", "⑂"),
-    "map": ("Map", "Runs an agent or tool for every item of a list, bounded in parallel.", "⧉"),
-    "coordinator": ("Coordinator", "A lead briefs expert agents in parallel, then synthesizes.", "👥"),
+    "retriever": ("Retriever", "Searches a knowledge base (hybrid, vector, full-text or graph).", "⌕"),
+    "agent": ("Agent", "A model answers a prompt, calling tools in a loop when it has any.", "✦"),
+    "tool": ("Tool", "Calls one tool directly, no model involved.", "⚙"),
+    "branch": ("Branch", "Chooses the outgoing edges: a condition (true/false) or cases.", "◇"),
+    "map": ("Map", "Runs an agent or tool for every item of a list, bounded in parallel.", "☰"),
+    "coordinator": ("Coordinator", "A lead briefs expert agents in parallel, then synthesizes.", "⚇"),
     "dual": ("Dual", "Two models answer, review each other, one synthesizes.", "⚖"),
-    "approval": ("Approval", "Parks the run until a person approves or rejects.", "✋"),
+    "approval": ("Approval", "Parks the run until a person approves or rejects.", "☑"),
     "output": ("Output", "Names what the task returns.", "⇤"),
 }
 

@@ -58,7 +58,7 @@ async function recordLiveText(page) {
 
 async function send(page, text) {
   await page.getByLabel('Message', { exact: true }).fill(text);
-  await page.click('[data-action="send"]');
+  await page.getByLabel('Message', { exact: true }).press('Enter'); // Enter sends
   await page.waitForFunction((t) => [...document.querySelectorAll('[data-testid="message"][data-role="user"]')].some((m) => m.textContent.includes(t)), text);
 }
 
@@ -75,6 +75,14 @@ async function answered(page, count) {
 export async function chat({ page }) {
   await ensureScriptedChain(await apiClient());
   await openChat(page);
+  // Shift+Enter makes a new line and sends nothing; the Send button sends too.
+  const box = page.getByLabel('Message', { exact: true });
+  await box.fill('first line');
+  await box.press('Shift+Enter');
+  await box.pressSequentially('second line');
+  check(await box.inputValue() === 'first line\nsecond line', `Shift+Enter made a new line: ${JSON.stringify(await box.inputValue())}`);
+  check(await page.locator('[data-testid="message"]').count() === 0, 'Shift+Enter sent nothing');
+  await box.fill('');
   await recordLiveText(page);
   await script([
     reply('', { reasoning: 'The user wants their notes: look in memory first.', tool_calls: [{ id: 'call_1', name: 'memory_list', arguments: '{}' }] }),

@@ -323,7 +323,7 @@ function Editor() {
 
   // ---------------------------------------------------------------- keyboard and clipboard
 
-  const onKeyDown = useCallback((ev: React.KeyboardEvent) => {
+  const onKeyDown = useCallback((ev: KeyboardEvent) => {
     const mod = ev.ctrlKey || ev.metaKey;
     if (!mod) return;
     const key = ev.key.toLowerCase();
@@ -334,6 +334,13 @@ function Editor() {
     else if (key === 'y' || (key === 'z' && ev.shiftKey)) { ev.preventDefault(); redo(); }
     else if (key === 'd') { ev.preventDefault(); duplicate(); }
   }, [requestSave, requestRun, undo, redo, duplicate]);
+
+  // On the document: a click on the canvas background leaves the focus on the page's body.
+  useEffect(() => {
+    const keys = (ev: KeyboardEvent) => { if (!document.querySelector('dialog[open]')) onKeyDown(ev); };
+    document.addEventListener('keydown', keys);
+    return () => document.removeEventListener('keydown', keys);
+  }, [onKeyDown]);
 
   useEffect(() => {
     const inEditor = () => !editable(document.activeElement) && !document.querySelector('dialog[open]');
@@ -406,7 +413,7 @@ function Editor() {
   const hasOutput = runState && runState.output !== undefined && runState.output !== null;
 
   return (
-    <div className={`editor${showJson ? ' with-json' : ''}`} onKeyDown={onKeyDown} data-testid="editor">
+    <div className={`editor${showJson ? ' with-json' : ''}`} data-testid="editor">
       <div className="editor-bar" role="toolbar" aria-label="Workflow">
         <strong className="wf-name" data-testid="workflow-name">{workflow ? workflow.name : 'Unsaved workflow'}</strong>
         {workflow?.version ? <Badge text={`v${workflow.version}`} kind="canary" /> : null}
@@ -444,7 +451,7 @@ function Editor() {
           defaultEdgeOptions={{ interactionWidth: 16 }} proOptions={{ hideAttribution: true }} aria-label="Workflow canvas">
           <Background gap={20} size={1} />
           <Controls />
-          <MiniMap pannable zoomable ariaLabel="Minimap" />
+          <MiniMap pannable zoomable ariaLabel="Minimap" style={{ width: 150, height: 100 }} />
         </ReactFlow>
         {!doc.nodes.length ? <div className="canvas-hint" aria-hidden="true">Drag a node kind here from the palette, then connect the handles.</div> : null}
         <ProblemList problems={problems} onPick={pickProblem} />

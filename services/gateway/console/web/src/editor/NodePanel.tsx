@@ -30,8 +30,16 @@ export const NodePanel = memo(function NodePanel({ node, info, context, taken, o
   node: DslNode; info: KindInfo | undefined; context: FormContext;
   taken: (id: string) => boolean; onRename: (to: string) => void; onChange: (next: DslNode) => void;
 }) {
-  const schema = useMemo(() => (info ? formSchema(info.config_schema) : null), [info]);
-  const ui = useMemo(() => (schema ? uiSchemaFor(node.kind, schema) : {}), [schema, node.kind]);
+  const [schema, ui] = useMemo(() => {
+    if (!info) return [null, {}];
+    const s = { ...formSchema(info.config_schema), title: undefined };
+    const u = uiSchemaFor(node.kind, s);
+    // A field with a widget of the editor's own (tools, the input schema, an output's value) is
+    // drawn by it alone: rjsf would add a selector of the schema's alternatives below it.
+    s.properties = Object.fromEntries(Object.entries<any>(s.properties || {}).map(([name, p]) => (
+      (u[name] as any)?.['ui:field'] ? [name, { title: p.title, description: p.description }] : [name, p])));
+    return [s, u];
+  }, [info, node.kind]);
   const config = node.config || {};
   return (
     <div className="node-form" data-testid="node-form" data-node={node.id}>

@@ -55,6 +55,8 @@ function uiForObject(schema: any, kind: string, root: boolean): UiSchema {
     else if (name === 'cases' && p.type === 'array') ui[name] = { items: { when: { 'ui:widget': 'template' } } };
   }
   if (root) {
+    if (props.timeout_s) ui.timeout_s = { 'ui:title': 'Timeout (s)' };
+    if (props.on_error) ui.on_error = { 'ui:title': 'On error' };
     const names = Object.keys(props);
     ui['ui:order'] = [...names.filter((n) => !COMMON_LAST.includes(n)), ...COMMON_LAST.filter((n) => names.includes(n)), '*'];
   }
