@@ -15,10 +15,13 @@
 import { mkdtempSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
-import { env, check, shot, login, apiClient, ensureScriptedChain, example } from './lib.mjs';
+import { env, check, shot, login, apiClient, ensureScriptedChain, example, script, reply } from './lib.mjs';
 
 const LONG = { timeout: 60000 };
 const NODE = { w: 172, h: 58 };
+// Every model call of a run answers this, ~2 s of streaming: slow enough to watch nodes light up.
+const SLOW = reply('A streamed answer for the canvas: every token shows in the side panel as it comes, '
+  + 'and the node stays lit while it runs. '.repeat(2), { chunk_chars: 4, delay_s: 0.03 });
 
 /** A JSON value with its object keys sorted: two documents equal as data compare equal as text. */
 function canonical(value) {
@@ -79,6 +82,7 @@ async function importFile(page, path) {
 
 export async function editor_build({ page, context }) {
   await ensureScriptedChain(await apiClient());
+  await script([], SLOW);
   await login(page);
   await openEditor(page);
   check(await page.locator('.react-flow__node').count() === 0, 'the canvas starts empty');
@@ -98,6 +102,9 @@ export async function editor_build({ page, context }) {
   const factsProblem = page.locator('[data-node-id="facts"] [data-testid="node-problem"]');
   await factsProblem.waitFor(LONG);
   check(/prompt/.test(await factsProblem.textContent()), `the problem on facts names its prompt: ${await factsProblem.textContent()}`);
+  // The problem list is clickable: it selects the node a problem is about.
+  await page.locator('[data-testid="problems"] button[data-node="facts"]').first().click();
+  await page.locator('[data-testid="node-form"][data-node="facts"]').waitFor();
 
   // 2. Connect the handles by dragging.
   for (const [from, to] of [['in output', 'route input'], ['route output true', 'facts input'], ['route output true', 'risks input'],
@@ -228,6 +235,17 @@ export async function editor_examples({ page }) {
     check(text === want, `${name} exports as it was imported:\n${text}\nvs\n${want}`);
     await noProblems(page);
   }
+  // The tool picker lists the live tool registry, with each tool's description and arguments.
+  await page.getByRole('button', { name: 'New', exact: true }).click();
+  await page.getByRole('navigation', { name: 'Node kinds' }).getByRole('button', { name: 'Tool', exact: true }).click();
+  const picker = page.getByTestId('side-panel').getByLabel('Tool', { exact: true });
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="node-form"] select option')].some((o) => o.value === 'kb_search'));
+  await picker.selectOption('kb_search');
+  const help = await page.textContent('[data-testid="tool-help"]');
+  check(/query/.test(help) && help.length > 20, `the picker shows the tool's description and arguments: ${help}`);
+  await importFile(page, join(env.examples, 'map_summaries.json'));
+  await page.locator('.react-flow__node[data-id="each"]').waitFor();
+
   // The JSON view edits the same document.
   await page.getByRole('button', { name: 'JSON', exact: true }).click();
   const view = page.getByLabel('DSL JSON', { exact: true });
@@ -270,6 +288,7 @@ export async function editor_clipboard({ page, context }) {
 
 export async function editor_approval({ page }) {
   await ensureScriptedChain(await apiClient());
+  await script([], SLOW);
   await login(page);
   await openEditor(page);
   await importFile(page, join(env.examples, 'approval.json'));

@@ -302,6 +302,16 @@ function Editor() {
     if (routeId !== out.id) navigate(`/editor/${enc(out.id)}`, { replace: true });
   }, [workflow, routeId, navigate]);
 
+  const newCanvas = useCallback(() => {
+    history.current = new History();
+    setDoc(emptyDoc(), { dsl: true });
+    setWorkflow(null);
+    setRun(null);
+    setDirty(false);
+    setTab('node');
+    if (routeId) navigate('/editor');
+  }, [setDoc, routeId, navigate]);
+
   const requestSave = useCallback(() => {
     if (workflow) save().catch((err) => toast(err.message, 'error'));
     else { setSaveName(''); setDialog('save'); }
@@ -405,7 +415,13 @@ function Editor() {
     if (!node) return;
     selectOnly(new Set([node.id]));
     setTab('node');
-    flow.setCenter(node.position.x + NODE_W / 2, node.position.y + NODE_H / 2, { zoom: Math.max(flow.getZoom(), 0.8), duration: 200 });
+    // Bring the node into view when it is not (the view stays where it is when it is).
+    const box = canvasBox.current!.getBoundingClientRect();
+    const topLeft = flow.flowToScreenPosition(node.position);
+    const bottomRight = flow.flowToScreenPosition({ x: node.position.x + NODE_W, y: node.position.y + NODE_H });
+    if (topLeft.x < box.left || topLeft.y < box.top || bottomRight.x > box.right || bottomRight.y > box.bottom) {
+      flow.setCenter(node.position.x + NODE_W / 2, node.position.y + NODE_H / 2, { zoom: Math.max(flow.getZoom(), 0.8), duration: 200 });
+    }
   }, [selectOnly, flow]);
 
   const dsl = useMemo(() => dslOf(doc), [dslRev]); // eslint-disable-line react-hooks/exhaustive-deps
@@ -419,7 +435,7 @@ function Editor() {
         {workflow?.version ? <Badge text={`v${workflow.version}`} kind="canary" /> : null}
         {dirty ? <Badge text="unsaved changes" kind="warn" /> : null}
         <span className="sep" />
-        <button type="button" onClick={() => navigate('/editor')} title="An empty canvas">New</button>
+        <button type="button" onClick={newCanvas} title="An empty canvas">New</button>
         <button type="button" onClick={() => setDialog('open')}>Open…</button>
         <button type="button" className="primary" data-action="save" onClick={requestSave} title="Ctrl+S">Save</button>
         <button type="button" disabled={!workflow} onClick={() => setDialog('versions')}>Versions</button>
