@@ -463,7 +463,7 @@ function Editor() {
           onNodeClick={(_, n) => { if (run && n.data.status && n.data.status !== 'pending') setTab('run'); }}
           isValidConnection={(c) => c.source !== c.target}
           deleteKeyCode={['Delete', 'Backspace']} multiSelectionKeyCode={['Control', 'Meta', 'Shift']} selectionKeyCode="Shift"
-          onlyRenderVisibleElements={doc.nodes.length > 120} minZoom={0.1} maxZoom={2}
+          minZoom={0.1} maxZoom={2}
           defaultEdgeOptions={{ interactionWidth: 16 }} proOptions={{ hideAttribution: true }} aria-label="Workflow canvas">
           <Background gap={20} size={1} />
           <Controls />
