@@ -254,6 +254,20 @@ export async function editor_examples({ page }) {
   doc.nodes.find((n) => n.id === 'out').label = 'Summaries';
   await view.fill(JSON.stringify(doc, null, 2));
   await page.locator('[data-node-id="out"]', { hasText: 'Summaries' }).waitFor();
+
+  // A problem of an edge is pinned on that edge (and listed with its index).
+  await importFile(page, join(env.examples, 'branch_fanout.json'));
+  await page.locator('.react-flow__node[data-id="out_note"]').waitFor();
+  const fanout = JSON.parse(await view.inputValue());
+  fanout.edges[1].sourceHandle = 'maybe';
+  await view.fill(JSON.stringify(fanout, null, 2));
+  await page.locator('.react-flow__edge.edge-problem[aria-label="Edge from route to facts"]').waitFor({ state: 'attached', ...LONG });
+  const listed = await page.textContent('[data-testid="problems"] button[data-edge="1"]');
+  check(/bad_handle/.test(listed) && /maybe/.test(listed), `the edge's problem is listed: ${listed}`);
+  fanout.edges[1].sourceHandle = 'true';
+  await view.fill(JSON.stringify(fanout, null, 2));
+  await noProblems(page);
+  check(await page.locator('.react-flow__edge.edge-problem').count() === 0, 'the edge problem went away');
 }
 
 export async function editor_clipboard({ page, context }) {

@@ -11,7 +11,7 @@ import {
   type Connection, type EdgeChange, type NodeChange,
 } from '@xyflow/react';
 import { ApiError, api, enc, mcpRequest, session, type ProblemItem } from '../lib/api';
-import { completions, freshId, type Dsl, type DslNode, type KindInfo } from '../lib/dsl';
+import { completions, freshId, usedHandles, type Dsl, type DslNode, type KindInfo } from '../lib/dsl';
 import { useRunStream } from '../lib/useRunStream';
 import { Badge, Dialog, ErrorBox, Field, toast, useTitle } from '../components/ui';
 import { NodeTrace } from '../components/NodeTrace';
@@ -58,6 +58,8 @@ function Editor() {
   const docRef = useRef(doc);
   docRef.current = doc;
   const [dslRev, setDslRev] = useState(0);
+  const dslCounter = useRef(0);
+  const jsonOrigin = useRef(-1); // the revision the JSON view itself made (it keeps its own text then)
   const [dirty, setDirty] = useState(false);
   const history = useRef(new History());
   const [, setHistoryRev] = useState(0);
@@ -72,7 +74,6 @@ function Editor() {
   const [showJson, setShowJson] = useState(false);
   const [jsonText, setJsonText] = useState('');
   const [jsonError, setJsonError] = useState<string | null>(null);
-  const jsonFocused = useRef(false);
   const [tab, setTab] = useState<'node' | 'run'>('node');
   const [run, setRun] = useState<{ taskId: string } | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
@@ -83,7 +84,7 @@ function Editor() {
     if (undo !== false) { history.current.push(docRef.current, typeof undo === 'string' ? undo : null); setHistoryRev((r) => r + 1); }
     docRef.current = next;
     setDocState(next);
-    if (dsl) { setDslRev((r) => r + 1); setDirty(true); }
+    if (dsl) { dslCounter.current += 1; setDslRev(dslCounter.current); setDirty(true); }
     else if (undo !== false) setDirty(true);
   }, []);
 
@@ -171,9 +172,21 @@ function Editor() {
     return () => clearTimeout(timer);
   }, [dslRev, kinds, pinProblems]);
 
-  // The JSON view follows the document unless someone is typing in it.
+  // Every handle an edge uses is drawn, offered or not: the edge shows, and so does its problem.
   useEffect(() => {
-    if (showJson && !jsonFocused.current) { setJsonText(pretty(dslOf(docRef.current))); setJsonError(null); }
+    const d = docRef.current;
+    const used = usedHandles(d.edges.map((e) => e.data!.dsl));
+    const nodes = d.nodes.map((n) => {
+      const want = used.get(n.id);
+      if ((want || []).join('\n') === (n.data.usedHandles || []).join('\n')) return n;
+      return { ...n, data: { ...n.data, usedHandles: want } };
+    });
+    if (nodes.some((n, i) => n !== d.nodes[i])) setDoc({ ...d, nodes });
+  }, [dslRev, setDoc]);
+
+  // The JSON view follows the document, except for the change typed in it (its text stays as typed).
+  useEffect(() => {
+    if (showJson && dslRev !== jsonOrigin.current) { setJsonText(pretty(dslOf(docRef.current))); setJsonError(null); }
   }, [dslRev, showJson]);
 
   // ---------------------------------------------------------------- canvas events
@@ -476,8 +489,7 @@ function Editor() {
         <section className="json-view" aria-label="JSON view">
           <h2>DSL JSON</h2>
           <textarea aria-label="DSL JSON" spellCheck={false} value={jsonText}
-            onFocus={() => { jsonFocused.current = true; }}
-            onBlur={() => { jsonFocused.current = false; if (!jsonError) setJsonText(pretty(dslOf(docRef.current))); }}
+            onBlur={() => { if (!jsonError) setJsonText(pretty(dslOf(docRef.current))); }}
             onChange={(ev) => {
               setJsonText(ev.target.value);
               try {
@@ -486,6 +498,7 @@ function Editor() {
                 setJsonError(null);
                 const placed = layoutOf(docRef.current.nodes);
                 setDoc(docFromDsl(parsed, kindMap, placed, docRef.current.nodes), { dsl: true, undo: 'json' });
+                jsonOrigin.current = dslCounter.current;
               } catch (err: any) { setJsonError(err.message); }
             }} />
           {jsonError ? <div className="error small" role="alert">{jsonError}</div> : <p className="hint small">Edits here change the canvas; the canvas changes this.</p>}

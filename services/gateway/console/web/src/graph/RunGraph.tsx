@@ -4,7 +4,7 @@
 import { useEffect, useMemo, useState } from 'react';
 import { Background, Controls, MarkerType, ReactFlow, ReactFlowProvider, useNodesState, type Edge } from '@xyflow/react';
 import { api } from '../lib/api';
-import type { Dsl, KindInfo } from '../lib/dsl';
+import { usedHandles, type Dsl, type KindInfo } from '../lib/dsl';
 import { layoutGraph } from './layout';
 import { nodeTypes, type WorkflowFlowNode } from './WorkflowNode';
 
@@ -29,8 +29,10 @@ function Graph({ dsl, statuses, selected, onSelect }: { dsl: Dsl; statuses: Reco
     // Without edges (the workflow is unknown) keep the nodes' order in a row.
     const placing = edgesIn.length || nodesIn.length < 2 ? edgesIn : nodesIn.slice(1).map((n, i) => ({ source: nodesIn[i].id, target: n.id }));
     const positions = layoutGraph(nodesIn, placing);
+    const used = usedHandles(edgesIn);
     return nodesIn.map((n) => ({
-      id: n.id, type: 'workflow', position: positions.get(n.id) || { x: 0, y: 0 }, data: { dsl: n, info: kinds[n.kind], status: 'pending', onActivate: onSelect },
+      id: n.id, type: 'workflow', position: positions.get(n.id) || { x: 0, y: 0 },
+      data: { dsl: n, info: kinds[n.kind], status: 'pending', onActivate: onSelect, usedHandles: used.get(n.id) },
     }));
   }, [nodesIn, edgesIn, kinds]); // eslint-disable-line react-hooks/exhaustive-deps
   // Nodes live in React Flow's state (it writes their measured size into them); statuses and the

@@ -3,8 +3,8 @@
 // handle outside the box so no two labels and no label and node ever overlap), the validator's
 // problems pinned on it, and an approval asked in place.
 
-import { memo } from 'react';
-import { Handle, Position, type Node, type NodeProps } from '@xyflow/react';
+import { memo, useEffect } from 'react';
+import { Handle, Position, useUpdateNodeInternals, type Node, type NodeProps } from '@xyflow/react';
 import { STATUS_MARK, acceptsInput, sourceHandles, type DslNode, type KindInfo } from '../lib/dsl';
 import { BusyButton } from '../components/ui';
 
@@ -15,6 +15,8 @@ export interface WorkflowNodeData extends Record<string, unknown> {
   problems?: string[];
   /** Read-only graphs: the node is a button that selects it (Enter, Space; clicks come through React Flow's onNodeClick). */
   onActivate?: (id: string) => void;
+  /** Handles its edges use, drawn even when the node does not offer them (so the edge shows, and its problem with it). */
+  usedHandles?: string[];
   /** While the node waits for an approval: answer it here. */
   decide?: (decision: 'approve' | 'reject') => Promise<void>;
 }
@@ -25,10 +27,17 @@ function clip(text: string, max: number) {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-function WorkflowNodeView({ data, selected }: NodeProps<WorkflowFlowNode>) {
+function WorkflowNodeView({ id, data, selected }: NodeProps<WorkflowFlowNode>) {
   const { dsl, info, onActivate, decide } = data;
   const status = data.status || 'pending';
-  const handles = sourceHandles(dsl, info);
+  const offered = sourceHandles(dsl, info);
+  // A branch also takes `default` (when nothing else matches) where an edge uses it.
+  const known = new Set<string | null>(dsl.kind === 'branch' ? [...offered, 'default'] : offered);
+  const handles = [...offered, ...(data.usedHandles || []).filter((h) => !offered.includes(h))];
+  // React Flow learns where a node's handles are when it measures the node: tell it when they change.
+  const updateInternals = useUpdateNodeInternals();
+  const handleKey = handles.join('\n');
+  useEffect(() => { updateInternals(id); }, [handleKey, id, updateInternals]);
   const problems = data.problems || [];
   const title = clip(dsl.label ? String(dsl.label) : dsl.id, 22);
   const activate = onActivate ? () => onActivate(dsl.id) : undefined;
@@ -59,7 +68,7 @@ function WorkflowNodeView({ data, selected }: NodeProps<WorkflowFlowNode>) {
         const top = `${((i + 1) / (handles.length + 1)) * 100}%`;
         return (
           <div key={h ?? ''}>
-            <Handle type="source" position={Position.Right} id={h ?? undefined} style={{ top }}
+            <Handle type="source" position={Position.Right} id={h ?? undefined} style={{ top }} className={known.has(h) ? undefined : 'handle-unknown'}
               aria-label={h ? `${dsl.id} output ${h}` : `${dsl.id} output`} />
             {h ? <span className="edge-label handle-label" data-handle={h} style={{ top }} title={h}>{clip(h, 10)}</span> : null}
           </div>

@@ -89,3 +89,14 @@ export function inputSchema(dsl: Dsl | null): Record<string, any> | null {
   const schema = node?.config?.schema;
   return schema && typeof schema === 'object' ? schema : null;
 }
+
+/** The named handles each node's outgoing edges use, sorted: {node id → [handle, …]}. */
+export function usedHandles(edges: { source: string; sourceHandle?: string | null }[]): Map<string, string[]> {
+  const used = new Map<string, Set<string>>();
+  for (const e of edges) {
+    if (!e.sourceHandle) continue;
+    if (!used.has(e.source)) used.set(e.source, new Set());
+    used.get(e.source)!.add(e.sourceHandle);
+  }
+  return new Map([...used].map(([id, set]) => [id, [...set].sort()]));
+}
