@@ -7,7 +7,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useNavigate, useParams } from 'react-router-dom';
 import {
-  Background, Controls, MiniMap, ReactFlow, ReactFlowProvider, applyEdgeChanges, applyNodeChanges, useReactFlow,
+  Background, Controls, MiniMap, ReactFlow, ReactFlowProvider, applyEdgeChanges, applyNodeChanges, useNodesInitialized, useReactFlow,
   type Connection, type EdgeChange, type NodeChange,
 } from '@xyflow/react';
 import { ApiError, api, enc, mcpRequest, session, type ProblemItem } from '../lib/api';
@@ -78,6 +78,7 @@ function Editor() {
   const [run, setRun] = useState<{ taskId: string } | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
   const canvasBox = useRef<HTMLDivElement>(null);
+  const pendingFit = useRef(false); // fit the view once the new document's nodes are measured
 
   /** Change the document; `dsl`: the DSL changed (validate, JSON view); `undo`: remember the state before (a coalescing key, or true). */
   const setDoc = useCallback((next: EditorDoc, { dsl = false, undo = false as boolean | string } = {}) => {
@@ -109,7 +110,7 @@ function Editor() {
       setWorkflow({ id: wf.id, name: wf.name, version: wf.version ?? null });
       setDirty(false);
       setRun(null);
-      requestAnimationFrame(() => flow.fitView({ padding: 0.15, maxZoom: 1 }));
+      pendingFit.current = true;
     } catch (err) { setLoadError(err); }
   }, [kindMap, setDoc, flow]);
 
@@ -118,6 +119,13 @@ function Editor() {
     if (routeId && workflow?.id !== routeId) loadWorkflow(decodeURIComponent(routeId));
     if (!routeId && workflow) { setWorkflow(null); history.current = new History(); setDoc(emptyDoc(), { dsl: true }); setDirty(false); }
   }, [routeId, kinds]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  // A document loaded, imported or laid out is fitted to the canvas once React Flow has measured
+  // its nodes (before that it does not know their sizes).
+  const measured = useNodesInitialized();
+  useEffect(() => {
+    if (measured && pendingFit.current && docRef.current.nodes.length) { pendingFit.current = false; flow.fitView({ padding: 0.15, maxZoom: 1 }); }
+  }, [measured, dslRev, doc, flow]);
 
   // ---------------------------------------------------------------- validation, pinned on nodes and edges
 
@@ -257,7 +265,7 @@ function Editor() {
     const d = docRef.current;
     const placed = layoutGraph(d.nodes, d.edges);
     setDoc({ ...d, nodes: d.nodes.map((n) => ({ ...n, position: placed.get(n.id) || n.position })) }, { undo: true });
-    requestAnimationFrame(() => flow.fitView({ padding: 0.15, maxZoom: 1 }));
+    pendingFit.current = true;
   }, [setDoc, flow]);
 
   const centre = useCallback(() => {
@@ -288,7 +296,7 @@ function Editor() {
       if (!parsed || typeof parsed !== 'object' || !Array.isArray(parsed.nodes)) throw new Error('a workflow is a JSON object with a `nodes` list');
     } catch (err: any) { toast(`${name}: not a workflow (${err.message}).`, 'error'); return; }
     setDoc(docFromDsl(parsed, kindMap, null, docRef.current.nodes), { dsl: true, undo: true });
-    requestAnimationFrame(() => flow.fitView({ padding: 0.15, maxZoom: 1 }));
+    pendingFit.current = true;
     toast(`Imported ${name}.`, 'ok');
   }, [setDoc, kindMap, flow]);
 

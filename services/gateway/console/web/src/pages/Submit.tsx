@@ -51,10 +51,13 @@ export default function SubmitPage() {
   const form = useRef<InputFormHandle>(null);
   const tabs = useRef<Record<string, HTMLButtonElement | null>>({});
 
+  const parsedText = useRef<string | null>(null);
   const parse = (value: string) => {
+    const t = value.trim();
+    if (t === parsedText.current && dsl) return dsl; // parsed already: what was said about it stays
+    parsedText.current = t;
     setValidation(null);
     setFailed({});
-    const t = value.trim();
     if (!t) { setDsl(null); setParseError(null); return null; }
     try {
       const parsed = JSON.parse(t);
@@ -64,6 +67,7 @@ export default function SubmitPage() {
       return parsed;
     } catch (err: any) {
       setDsl(null);
+      parsedText.current = null;
       setParseError(new Error(`Not valid JSON: ${err.message}`));
       return null;
     }
