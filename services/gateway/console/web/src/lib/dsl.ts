@@ -15,9 +15,9 @@ export interface KindInfo {
   inputs: number; // 0: nothing may point at it (the input node)
   outputs: string[] | null; // handle names; [""] for the one unnamed output; [] for none
   case_handles: boolean; // handles come from config.cases (+ "default") when it has cases
+  default_handle: string | null; // a branch's handle when nothing else matches
   outputs_doc: Record<string, string>; // the fields a downstream template reads: {output: "…"}
   config_schema: Record<string, any>;
-  defaults: Record<string, any>; // the config a new node of this kind starts with
 }
 
 export const STATUS_MARK: Record<string, string> = {
