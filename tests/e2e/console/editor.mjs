@@ -195,6 +195,17 @@ export async function editor_build({ page, context }) {
   await page.getByText('v3', { exact: true }).waitFor();
   check(JSON.stringify(JSON.parse(await exported(page))) === JSON.stringify(built), 'the restored version is version 1');
 
+  // An empty canvas, then Open… the saved workflow.
+  const saved = page.url();
+  await page.getByRole('button', { name: 'New', exact: true }).click();
+  await page.waitForURL(/\/console\/editor$/);
+  await page.waitForFunction(() => document.querySelectorAll('.react-flow__node').length === 0);
+  await page.getByRole('button', { name: 'Open…' }).click();
+  await page.locator('dialog[open]').getByRole('button', { name: 'Branch fan-out (drawn)' }).first().click();
+  await page.waitForURL(saved);
+  await page.locator('.react-flow__node[data-id="out_note"]').waitFor();
+  check(JSON.stringify(JSON.parse(await exported(page))) === JSON.stringify(built), 'Open brought the saved workflow back');
+
   // 7. Run from the canvas: both parallel nodes light up, tokens stream, the task ends done.
   await page.evaluate(() => {
     window.running = new Set();
