@@ -78,3 +78,21 @@ async def test_within_the_interval_deltas_wait_and_merge_and_flush_sends_them_at
     assert got == ["a"]
     await stream.flush()  # does not wait out the interval
     assert got == ["a", "bc"]
+
+
+async def test_read_wait_says_how_long_a_pushed_delta_would_be_held() -> None:
+    """A producer reading in rounds (the model's stream) need not read before then."""
+    got: list[str] = []
+
+    async def sink(delta: Delta) -> None:
+        got.append(delta.text)
+
+    stream = DeltaStream(sink, interval_s=3600.0)
+    assert stream.read_wait() == 0.0  # a quiet stream sends the next delta at once
+    await stream.push(Delta("token", "a", "m"))
+    assert 3500.0 < stream.read_wait() <= 3600.0  # "a" goes now; what comes next waits the interval
+    await asyncio.sleep(0)
+    assert got == ["a"] and 3500.0 < stream.read_wait() <= 3600.0
+    await stream.flush()
+    assert stream.read_wait() == 0.0  # the call's end: nothing is held any more
+    assert DeltaStream(sink).read_wait() == 0.0  # no interval, no wait

@@ -9,6 +9,10 @@ of a quiet stream goes out at once (time to first token is not delayed), and `fl
 what is held without waiting for the interval (the end of a call is not delayed either). Order
 is kept; nothing is dropped; `flush()` waits until everything was delivered and re-raises a
 sink failure.
+
+A producer that reads its input in rounds asks `read_wait()` how long what it pushes next would
+be held anyway, and need not read before then (the model's stream, `endpoint.py`: one read per
+interval instead of one wake-up per chunk).
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ import asyncio
 import contextlib
 
 from services.dispatcher.llm.api import Delta, DeltaSink
-from shared.aio import wait_set
 
 
 class DeltaStream:
@@ -27,7 +30,9 @@ class DeltaStream:
         self.interval_s = interval_s
         self._pending: list[Delta] = []
         self._task: asyncio.Task[None] | None = None
-        self._hurry = asyncio.Event()  # set by `flush`: deliver what is held now, wait no more
+        self._hurried = False  # set by `flush`: deliver what is held now, wait no more
+        self._waiter: asyncio.Future[None] | None = None  # the drain's wait for the interval's end
+        self._held_until = 0.0  # loop time before which a pushed delta waits for the next delivery
 
     async def push(self, delta: Delta) -> None:
         if not self.coalesce:
@@ -40,18 +45,36 @@ class DeltaStream:
         else:
             self._pending.append(delta)
         if self._task is None or self._task.done():
+            # Delivered at once: what comes next waits for the interval from now.
+            self._held_until = asyncio.get_running_loop().time() + self.interval_s
             self._task = asyncio.create_task(self._drain(), name="llm-deltas")
 
+    def read_wait(self) -> float:
+        """Seconds for which a delta pushed now would be held before it goes out (0: at once, or
+        as soon as the sink is free)."""
+        if self._task is None or self._task.done() or self._hurried:
+            return 0.0
+        return max(0.0, self._held_until - asyncio.get_running_loop().time())
+
     async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
         while self._pending:
             batch, self._pending = self._pending, []
             for delta in batch:
                 await self.sink(delta)
-            if self.interval_s > 0 and not self._hurry.is_set():
+            if self.interval_s > 0 and not self._hurried:
                 # What arrives meanwhile is merged and goes out with the next pass (or ends the
                 # pass early: `flush`); with nothing new, the drain ends and the next delta is
-                # sent as soon as it comes.
-                await wait_set(self._hurry, self.interval_s)
+                # sent as soon as it comes. A timer and a future, not a timeout: this wait
+                # ends every interval of every stream, and a timeout ends by cancelling.
+                self._held_until = loop.time() + self.interval_s
+                waiter = self._waiter = loop.create_future()
+                timer = loop.call_at(self._held_until, _wake, waiter)
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+                    self._waiter = None
 
     def _raise_failure(self) -> None:
         task = self._task
@@ -60,7 +83,9 @@ class DeltaStream:
             raise task.exception()  # type: ignore[misc]
 
     async def flush(self) -> None:
-        self._hurry.set()
+        self._hurried = True
+        if self._waiter is not None:
+            _wake(self._waiter)
         while self._task is not None:
             if not self._task.done():
                 await self._task  # a sink failure is raised here
@@ -80,3 +105,8 @@ class DeltaStream:
         if self._task is not None and not self._task.done():
             self._task.cancel()
         self._pending.clear()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
