@@ -2,8 +2,9 @@
 
 The sink (usually: publish a `token` event, one synced write to the task's log) runs in its own
 task. Deltas of the same kind that arrive while it is busy are merged into one, and so are those
-that arrive within `interval_s` after a delivery: a model streaming tokens every few ms becomes
-at most one event per stream per interval (50 ms by default, `AGENTIX_TOKEN_EVENT_INTERVAL_MS`),
+that arrive before the next tick of the interval's clock after a delivery: a model streaming
+tokens every few ms becomes at most one event per stream per tick (every 50 ms by default,
+`AGENTIX_TOKEN_EVENT_INTERVAL_MS`; the ticks are the same for every stream of the process),
 while a model slower than that still gets one event per delta, sent as it comes. The first delta
 of a quiet stream goes out at once (time to first token is not delayed), and `flush()` sends
 what is held without waiting for the interval (the end of a call is not delayed either). Order
@@ -46,8 +47,15 @@ class DeltaStream:
             self._pending.append(delta)
         if self._task is None or self._task.done():
             # Delivered at once: what comes next waits for the interval from now.
-            self._held_until = asyncio.get_running_loop().time() + self.interval_s
+            self._held_until = self._next_slot(asyncio.get_running_loop().time())
             self._task = asyncio.create_task(self._drain(), name="llm-deltas")
+
+    def _next_slot(self, now: float) -> float:
+        """When a delivery that is held goes out: at the next tick of the interval's clock (the
+        loop's time in whole intervals), the same ticks for every stream of the process, so the
+        pieces of the streams that are due go out together — published in one write to NATS,
+        stored and handed on as a batch — instead of each on its own time."""
+        return (now // self.interval_s + 1) * self.interval_s if self.interval_s > 0 else now
 
     def read_wait(self) -> float:
         """Seconds for which a delta pushed now would be held before it goes out (0: at once, or
@@ -67,7 +75,7 @@ class DeltaStream:
                 # pass early: `flush`); with nothing new, the drain ends and the next delta is
                 # sent as soon as it comes. A timer and a future, not a timeout: this wait
                 # ends every interval of every stream, and a timeout ends by cancelling.
-                self._held_until = loop.time() + self.interval_s
+                self._held_until = self._next_slot(loop.time())
                 waiter = self._waiter = loop.create_future()
                 timer = loop.call_at(self._held_until, _wake, waiter)
                 try:
