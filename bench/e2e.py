@@ -38,7 +38,7 @@ so it lives in a venv of its own:
 The bench's client side (langgraph_sdk, httpx) comes from the project's venv.
 
 Run: python -u -m bench.e2e [--runs 200] [--inflight 50] [--pairs 3] [--samples 20]
-                            [--chunk-ms 0] [--first-chunk-ms 0]
+                            [--chunk-ms 0] [--first-chunk-ms 0] [--agentix-env NAME=VALUE ...]
                             [--langgraph /tmp/lgvenv/bin/langgraph | --agentix-only]
      e.g. the issue's hosted pace, Agentix alone:
      python -u -m bench.e2e --agentix-only --first-chunk-ms 400 --chunk-ms 15
@@ -380,13 +380,17 @@ def main() -> None:
     parser.add_argument("--chunk-ms", type=float, default=0.0,
                         help="the model waits this long before each streamed chunk (default 0: it streams "
                              "as fast as it can; 10-15 is about a hosted model's pace)")
+    parser.add_argument("--agentix-env", metavar="NAME=VALUE", action="append", default=[],
+                        help="a setting for the Agentix services, e.g. AGENTIX_TOKEN_EVENT_INTERVAL_MS=100 "
+                             "(repeatable)")
     parser.add_argument("--first-chunk-ms", type=float, default=0.0,
                         help="the model waits this long before its first chunk (default 0; a hosted "
                              "model's time to first token is some hundreds of ms, e.g. 400)")
     args = parser.parse_args()
     exe = None if args.agentix_only else find_langgraph(args.langgraph)
     print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe or 'left out'}; the model waits "
-          f"{args.first_chunk_ms:g} ms before its first chunk and {args.chunk_ms:g} ms per chunk")
+          f"{args.first_chunk_ms:g} ms before its first chunk and {args.chunk_ms:g} ms per chunk"
+          f"{'; Agentix with ' + ' '.join(args.agentix_env) if args.agentix_env else ''}")
     model_proc, model_url = start_model_server()
     model = ScriptClient(model_url)  # every call, both servers: the same answer (at the road's pace)
     data_dir = Path(tempfile.mkdtemp(prefix="bench-e2e-agentix-"))
@@ -397,6 +401,7 @@ def main() -> None:
             "AGENTIX_LLM_BASE_URL": model_url, "AGENTIX_LLM_MODEL": MODEL, "AGENTIX_LOG_LEVEL": "WARNING",
             "AGENTIX_RATE_LIMIT_PER_MIN": "1000000",  # a benchmark, not a rate-limit test
             "AGENTIX_HEARTBEAT_INTERVAL_S": "5",  # the default (start_suite's 1 s is for quick tests)
+            **dict(setting.split("=", 1) for setting in args.agentix_env),
         })
         assert suite.nats.proc is not None
         agentix = {c.spec.name: c.proc.pid for c in suite.suite.children if c.proc is not None}
