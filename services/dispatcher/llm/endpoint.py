@@ -202,19 +202,18 @@ class OpenAIEndpoint:
                        pace: ReadPace | None) -> Generation:
         """Read the stream, each read's chunks at once, handing the sink what each read added.
 
-        With `pace` a read waits until what it would hand the sink can go out (`ReadPace`), and
-        the connection does not read meanwhile: the model's chunks wait in the socket and come
-        in one read, so a model that sends a chunk every 15 ms wakes the dispatcher once per
-        token interval (`deltas.py`) instead of once per chunk. The first read after a quiet
-        spell is taken as soon as it comes; the answer's end may be read up to one interval
-        late."""
+        With `pace` a read waits until what it would hand the sink can go out (`ReadPace`): the
+        model's chunks that come meanwhile are buffered and taken in one read, so a model that
+        sends a chunk every 15 ms wakes the dispatcher once per token interval (`deltas.py`)
+        instead of once per chunk. The first read after a quiet spell is taken as soon as it
+        comes, and so is the body's end."""
         answer = _Answer()
         chunks = ChatChunks(self.config.name)
         content = response.content
-        paced = _PacedReads(response, pace) if pace is not None else None
+        paced = _PacedReads(content, pace) if pace is not None else None
         while not chunks.done:
             try:
-                read = await (paced.read(content) if paced is not None else content.readany())
+                read = await (paced.read() if paced is not None else content.readany())
             except MODEL_EXCEPTIONS as exc:  # only the read is classified, not the sink
                 raise transport_error(exc, self.config.name, self.timeout_s, answering=True) from exc
             pieces = answer.take(chunks.feed(read) if read else chunks.end())
@@ -298,28 +297,34 @@ class _Answer:
 
 
 class _PacedReads:
-    """A response's reads, each held until `pace` says what it reads can go out. Meanwhile the
-    socket is not read (its transport's reading is paused), so the chunks that come wait in the
-    socket and cost one read, not one wake-up each."""
+    """A response's reads, each held until `pace` says what it reads can go out, or until the
+    body has ended (the end of an answer is not held). Meanwhile the connection buffers the
+    chunks that come, nobody waits on them, and the next read takes them all: one wake-up per
+    interval, not one per chunk."""
 
-    def __init__(self, response: aiohttp.ClientResponse, pace: ReadPace) -> None:
+    def __init__(self, content: aiohttp.StreamReader, pace: ReadPace) -> None:
         self.pace = pace
-        connection = response.connection
-        self.transport = connection.transport if connection is not None else None
+        self.content = content
+        self._waiter: asyncio.Future[None] | None = None
+        content.on_eof(self._wake)
 
-    async def read(self, content: aiohttp.StreamReader) -> bytes:
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def read(self) -> bytes:
         wait = self.pace.read_wait()
-        if wait > 0:
-            transport = self.transport
-            if transport is None or not transport.is_reading():
-                await asyncio.sleep(wait)
-            else:
-                transport.pause_reading()
-                try:
-                    await asyncio.sleep(wait)
-                finally:
-                    transport.resume_reading()
-        return await content.readany()
+        if wait > 0 and not self.content.is_eof():
+            # A timer and a future, not a sleep: the body's end wakes it early.
+            loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            timer = loop.call_later(wait, self._wake)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return await self.content.readany()
 
 
 class OfflineEndpoint:
