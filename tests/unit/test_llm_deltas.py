@@ -90,9 +90,10 @@ async def test_read_wait_says_how_long_a_pushed_delta_would_be_held() -> None:
     stream = DeltaStream(sink, interval_s=3600.0)
     assert stream.read_wait() == 0.0  # a quiet stream sends the next delta at once
     await stream.push(Delta("token", "a", "m"))
-    assert 0.0 < stream.read_wait() <= 3600.0  # "a" goes now; what comes next waits for the next tick
+    # "a" goes now; what comes next waits for a tick at least half an interval away.
+    assert 1800.0 <= stream.read_wait() <= 5400.0
     await asyncio.sleep(0)
-    assert got == ["a"] and 0.0 < stream.read_wait() <= 3600.0
+    assert got == ["a"] and 1800.0 <= stream.read_wait() <= 5400.0
     await stream.flush()
     assert stream.read_wait() == 0.0  # the call's end: nothing is held any more
     assert DeltaStream(sink).read_wait() == 0.0  # no interval, no wait

@@ -51,11 +51,15 @@ class DeltaStream:
             self._task = asyncio.create_task(self._drain(), name="llm-deltas")
 
     def _next_slot(self, now: float) -> float:
-        """When a delivery that is held goes out: at the next tick of the interval's clock (the
-        loop's time in whole intervals), the same ticks for every stream of the process, so the
-        pieces of the streams that are due go out together — published in one write to NATS,
-        stored and handed on as a batch — instead of each on its own time."""
-        return (now // self.interval_s + 1) * self.interval_s if self.interval_s > 0 else now
+        """When a delivery that is held goes out: at a tick of the interval's clock (the loop's
+        time in whole intervals), the same ticks for every stream of the process, so the pieces
+        of the streams that are due go out together — published in one write to NATS, stored
+        and handed on as a batch — instead of each on its own time. The first tick at least half
+        an interval away: after a piece sent off the clock (the first of a quiet stream), the
+        next still comes an interval later on average, not at the next tick however near."""
+        if self.interval_s <= 0:
+            return now
+        return ((now + self.interval_s / 2) // self.interval_s + 1) * self.interval_s
 
     def read_wait(self) -> float:
         """Seconds for which a delta pushed now would be held before it goes out (0: at once, or
