@@ -266,14 +266,16 @@ class ModelLLM:
                     calls[key] = call
                     redactors[key] = redactor.stream()
             # Charged as it arrives, so a running stream stops as soon as the budget is crossed.
-            # A piece is what one read brought (endpoint.py): the part of it that fits in the
-            # budget still streams, as it would have had it come in smaller pieces.
+            # A piece is what one read brought (endpoint.py): as if it had come in small pieces,
+            # the part that fits in the budget still streams, and the stop is charged one token
+            # past the budget, not the whole piece.
             seen, raw_chars[0] = raw_chars[0], raw_chars[0] + len(raw)
             allowed = charge.allowed()
             if allowed is not None and prompt_estimate + math.ceil(raw_chars[0] / 4) > allowed:
-                fits = 4 * (allowed - prompt_estimate) - seen
+                fits = max(0, 4 * (allowed - prompt_estimate) - seen)
                 if fits > 0:
                     await forward(key, redactors[key].feed(raw[:fits]))
+                raw_chars[0] = min(raw_chars[0], seen + fits + 4)
             charge.up_to(prompt_estimate + math.ceil(raw_chars[0] / 4))
             await forward(key, redactors[key].feed(raw))
 
