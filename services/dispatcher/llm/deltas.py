@@ -46,7 +46,7 @@ class DeltaStream:
         else:
             self._pending.append(delta)
         if self._task is None or self._task.done():
-            # Delivered at once: what comes next waits for the interval from now.
+            # Delivered at once: what comes next waits for the tick `_next_slot` gives.
             self._held_until = self._next_slot(asyncio.get_running_loop().time())
             self._task = asyncio.create_task(self._drain(), name="llm-deltas")
 
