@@ -83,7 +83,11 @@ class CommonSettings(BaseSettings):
     # another when its lease lapses, so the ack wait is what takeover takes (renewed at a third).
     task_ack_wait_s: float = 0.0
     task_max_deliver: int = 5
-    task_max_ack_pending: int = 64
+    # Task messages handed out and not yet answered, across ALL dispatchers: the deployment's cap
+    # on runs at once (a run parked for an approval has answered its message and does not
+    # count). Each dispatcher takes at most its own `dispatcher_max_runs`; keep this at least
+    # replicas × that, or it is the tighter bound. The declaring service updates the consumer.
+    task_max_ack_pending: int = 4096
     ingest_ack_wait_s: float = 0.0
     ingest_max_deliver: int = 3
     ingest_max_ack_pending: int = 8
@@ -217,6 +221,10 @@ class DispatcherSettings(RedisSettings, ModelEndpointSettings, SecretKeySettings
     redact_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
     default_task_timeout_s: float = 3600.0
     task_parallelism: int = 8
+    # Runs one dispatcher holds at once. A run mostly waits (on a model's stream, a tool), so
+    # this is bounded by memory and by what the model endpoints take, not by CPU: runs waiting on
+    # a model must not queue behind each other (docs/PERFORMANCE.md).
+    dispatcher_max_runs: int = Field(default=256, ge=1)
     # A model's stream becomes at most one `token` (`thinking.delta`, `tool.input`) event per this
     # interval per model call, each a synced write to the task's log (llm/deltas.py); 0: one
     # event per delta the sink is free to take.

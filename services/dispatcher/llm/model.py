@@ -85,6 +85,13 @@ class _Charge:
         self.budget = budget
         self.charged = 0
 
+    def allowed(self) -> int | None:
+        """The most this attempt may have charged in all without crossing the budget (None: no
+        budget)."""
+        if self.budget is None:
+            return None
+        return self.budget.limit - (self.budget.used - self.charged)
+
     def up_to(self, total: int) -> None:
         if self.budget is not None and total > self.charged:
             step, self.charged = total - self.charged, total
@@ -258,19 +265,29 @@ class ModelLLM:
 
         async def sink(kind: Literal["token", "thinking", "tool_input"], raw: str,
                        call: tuple[str, str] | None) -> None:
-            raw_chars[0] += len(raw)
-            # Charged as it arrives, so a running stream stops as soon as the budget is crossed.
-            charge.up_to(prompt_estimate + math.ceil(raw_chars[0] / 4))
             key: str = kind
             if call is not None:  # each call's arguments are a stream of their own (a secret may span chunks)
                 key = f"tool_input:{call[0]}"
                 if key not in redactors:
                     calls[key] = call
                     redactors[key] = redactor.stream()
+            # Charged as it arrives, so a running stream stops as soon as the budget is crossed.
+            # A piece is what one read brought (endpoint.py): as if it had come in small pieces,
+            # the part that fits in the budget still streams, and the stop is charged one token
+            # past the budget, not the whole piece.
+            seen, raw_chars[0] = raw_chars[0], raw_chars[0] + len(raw)
+            allowed = charge.allowed()
+            if allowed is not None and prompt_estimate + math.ceil(raw_chars[0] / 4) > allowed:
+                fits = max(0, 4 * (allowed - prompt_estimate) - seen)
+                if fits > 0:
+                    await forward(key, redactors[key].feed(raw[:fits]))
+                raw_chars[0] = min(raw_chars[0], seen + fits + 4)
+            charge.up_to(prompt_estimate + math.ceil(raw_chars[0] / 4))
             await forward(key, redactors[key].feed(raw))
 
         try:
-            gen: Generation = await endpoint.generate(request, sink if request.stream else None)
+            # The stream is read when what it reads can go out (`DeltaStream.read_wait`).
+            gen: Generation = await endpoint.generate(request, sink if request.stream else None, pace=deltas)
             if not request.stream:
                 await forward("thinking", redactors["thinking"].feed(gen.thinking))
                 await forward("token", redactors["token"].feed(gen.text))
