@@ -41,6 +41,7 @@ from services.gateway.tables import Task
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.events import read_events
+from shared.bus.retry import with_retries
 from shared.contract.events import AnyEvent, parse_event
 from shared.errors import AgentixError
 
@@ -204,14 +205,18 @@ class TaskFeed:
             if event.type == "done":
                 finished.set_result(None)
 
-        try:
-            start = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+        def start() -> ConsumerConfig:  # a new one per try: the client writes its deliver subject into it
             if after:
-                start = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
-            sub = await bus.js.subscribe(
+                return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
+            return ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+
+        try:
+            # Through an election of the stream (or of the meta group): a feed that falls back to
+            # the stream read then, or opens then, waits for a leader instead of failing its clients.
+            sub = await with_retries(lambda: bus.js.subscribe(
                 bus.subjects.events_all(self.task_id), cb=received, ordered_consumer=True, idle_heartbeat=1.0,
-                config=start, stream=bus.names.events_stream,
-            )  # fmt: skip
+                config=start(), stream=bus.names.events_stream,
+            ), what=f"reading the events of {self.task_id}")  # fmt: skip
             try:
                 await finished
                 self.complete = True

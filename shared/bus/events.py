@@ -167,18 +167,21 @@ async def read_events(
     # The server sends only the channels read (following also needs `status`, where `done` is):
     # a catch-up that skips tokens does not download them all.
     read = sorted(wanted | ({"status"} if follow else set())) if wanted is not None else list(CHANNELS)
-    config = ConsumerConfig(
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after_seq > 0 else DeliverPolicy.ALL,
-        opt_start_seq=after_seq + 1 if after_seq > 0 else None,
-        filter_subjects=[bus.subjects.events(task_id, c) for c in read] if len(read) < len(CHANNELS) else None,
-    )
-    sub = await bus.js.subscribe(
+    def config() -> ConsumerConfig:  # a new one per try: the client writes its deliver subject into it
+        return ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after_seq > 0 else DeliverPolicy.ALL,
+            opt_start_seq=after_seq + 1 if after_seq > 0 else None,
+            filter_subjects=[bus.subjects.events(task_id, c) for c in read] if len(read) < len(CHANNELS) else None,
+        )
+
+    # Created through an election of the stream or of the meta group, as a write is.
+    sub = await with_retries(lambda: bus.js.subscribe(
         bus.subjects.events_all(task_id),
         ordered_consumer=True,
         idle_heartbeat=1.0,
-        config=config,
+        config=config(),
         stream=bus.names.events_stream,
-    )
+    ), what=f"reading the events of {task_id}")
     try:
         if not follow and await _nothing_after(bus, task_id, after_seq, read):
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import nats.errors
 import pytest
 from pydantic import BaseModel
 
@@ -101,6 +102,27 @@ async def test_read_events_asks_the_server_for_the_channels_read_only(bus: Bus) 
 
 async def test_empty_log_without_follow_ends(bus: Bus) -> None:
     assert [x async for x in read_events(bus, "nobody", follow=False)] == []
+
+
+async def test_read_events_waits_for_a_leader_to_create_its_consumer(bus: Bus, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer create that times out (the stream or the meta group electing a leader) is
+    asked again, with a consumer config of its own each time, instead of failing the reader."""
+    publisher = EventPublisher(bus, "t4")
+    await publisher.emit(StatusEvent(task_id="t4", status="running"))
+    await publisher.emit(DoneEvent(task_id="t4", status="done"))
+    await publisher.flush()
+    real = bus.js.subscribe
+    configs: list[object] = []
+
+    async def no_leader_yet(*args: Any, **kwargs: Any) -> Any:
+        configs.append(kwargs["config"])
+        if len(configs) <= 2:
+            raise nats.errors.TimeoutError
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(bus.js, "subscribe", no_leader_yet)
+    assert [ev.type async for _, ev in read_events(bus, "t4")] == ["status", "done"]
+    assert len(configs) == 3 and len({id(c) for c in configs}) == 3
 
 
 class EchoArgs(BaseModel):

@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
+import nats.errors
 import pytest
 
 from services.gateway import task_feeds
@@ -121,3 +122,30 @@ async def test_a_feed_opened_for_a_task_that_was_not_queued_is_let_go(bus: Bus, 
         return len(bus.nc._subs) == subscriptions
 
     await eventually(let_go)
+
+
+async def test_a_feed_opened_while_the_stream_has_no_leader_reads_it_once_there_is_one(
+    bus: Bus, feeds: TaskFeeds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating the feed's consumer times out while the events stream (or the meta group) elects
+    a leader: the feed asks again, with a consumer config of its own each time (the client writes
+    its deliver subject into the one it is given), and its clients get every event — not an
+    `event_feed_failed` that ends their streams."""
+    publisher = EventPublisher(bus, "t_election")
+    await publisher.emit(StatusEvent(task_id="t_election", status="running"))
+    await publisher.emit(TokenEvent(task_id="t_election", node_id="ans", text="x"))
+    await publisher.emit(DoneEvent(task_id="t_election", status="done"))
+    await publisher.flush()
+    real = bus.js.subscribe
+    configs: list[object] = []
+
+    async def no_leader_yet(*args: object, **kwargs: object) -> object:
+        configs.append(kwargs["config"])
+        if len(configs) <= 2:
+            raise nats.errors.TimeoutError  # what a consumer create gets while there is no leader
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bus.js, "subscribe", no_leader_yet)
+    got = await asyncio.wait_for(collect(feeds, "t_election"), 20)
+    assert [kind for _, kind in got] == ["status", "token", "done"]
+    assert len(configs) == 3 and len({id(c) for c in configs}) == 3
