@@ -59,6 +59,7 @@ TARGET_PAUSE_S = 10.0
 TASK_WAIT_S = 180.0
 STALL_GAP_S = 1.0  # a gap between two events longer than this is a stall (the model streams every 250 ms)
 DISPATCHERS = 2
+META = ""  # `new_leader`'s name for the meta group (no stream has an empty name)
 VIA = ("stream", "events")  # half the tasks each way (`Followed.via`)
 PHASES = {"events": "events_stream", "tasks": "tasks_stream"}  # phase → the `Names` attribute of its stream
 
@@ -108,7 +109,7 @@ class Round:
     at: str  # the kill's wall-clock time, to find it in the services' and the nodes' logs
     meta_leader: bool
     on_victim: list[str]  # the services connected to it
-    elections: dict[str, float]  # every task-path stream it led → the kill → its new leader
+    elections: dict[str, float]  # every task-path stream it led (and "meta") → the kill → its new leader
     pauses: list[float]
     vias: list[str]  # each pause's `Followed.via`
     stalls: list[float]
@@ -119,7 +120,8 @@ class Round:
     @property
     def resumed(self) -> float:
         """When the last task's pause ended, after the last election of a stream on the tasks'
-        path: the part of the pause that is the services', not JetStream's."""
+        path (or of the meta group, which creating a consumer needs): the part of the pause that
+        is the services', not JetStream's."""
         return max(self.pauses) - max(self.elections.values(), default=0.0)
 
     def worst_by_via(self) -> str:
@@ -240,10 +242,12 @@ async def one_round(dep: Deployment, http: httpx.AsyncClient, phase: str, number
         at = time.strftime("%H:%M:%S")
         victim.kill()
         killed = time.monotonic()
-        elected = {name: asyncio.create_task(new_leader(dep, name, victim.name)) for name in led}
+        watched = {name: dep.task_path()[name] for name in led}
+        if meta == victim.name:
+            watched[META] = "meta"
+        elected = {short: asyncio.create_task(new_leader(dep, name, victim.name)) for name, short in watched.items()}
         await asyncio.wait_for(asyncio.gather(*readers), TASK_WAIT_S)
-        elections = {dep.task_path()[name]: await asyncio.wait_for(task, TASK_WAIT_S) - killed
-                     for name, task in elected.items()}
+        elections = {name: await asyncio.wait_for(task, TASK_WAIT_S) - killed for name, task in elected.items()}
     finally:
         for reader in readers:
             reader.cancel()
@@ -265,14 +269,16 @@ async def one_round(dep: Deployment, http: httpx.AsyncClient, phase: str, number
 
 
 async def new_leader(dep: Deployment, stream: str, victim: str) -> float:
-    """When a surviving node first names a leader of `stream` other than `victim` (polled every
-    20 ms on the nodes' monitoring port, which answers without a leader)."""
+    """When a surviving node first names a leader of `stream` (META: of the meta group) other
+    than `victim` (polled every 20 ms on the nodes' monitoring port, which answers without a
+    leader)."""
     survivors = [n for n in dep.cluster.nodes if n.running]
     async with httpx.AsyncClient(timeout=2) as http:
         while True:
             for node in survivors:
                 with contextlib.suppress(httpx.HTTPError, ValueError):
-                    leaders = stream_leaders((await http.get(f"http://127.0.0.1:{node.spec.monitor_port}/jsz?streams=true")).json())
+                    jsz = (await http.get(f"http://127.0.0.1:{node.spec.monitor_port}/jsz?streams=true")).json()
+                    leaders = {**stream_leaders(jsz), META: str((jsz.get("meta_cluster") or {}).get("leader", ""))}
                     if leaders.get(stream) not in (None, "", victim):
                         return time.monotonic()
             await asyncio.sleep(0.02)
