@@ -40,7 +40,7 @@ from services.gateway import sse_frames
 from services.gateway.tables import Task
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
-from shared.bus.events import read_events
+from shared.bus.events import READER_HEARTBEAT_S, read_events
 from shared.bus.retry import with_retries
 from shared.contract.events import AnyEvent, parse_event
 from shared.errors import AgentixError
@@ -214,7 +214,8 @@ class TaskFeed:
             # Through an election of the stream (or of the meta group): a feed that falls back to
             # the stream read then, or opens then, waits for a leader instead of failing its clients.
             sub = await with_retries(lambda: bus.js.subscribe(
-                bus.subjects.events_all(self.task_id), cb=received, ordered_consumer=True, idle_heartbeat=1.0,
+                bus.subjects.events_all(self.task_id), cb=received, ordered_consumer=True,
+                idle_heartbeat=READER_HEARTBEAT_S,
                 config=start(), stream=bus.names.events_stream,
             ), what=f"reading the events of {self.task_id}")  # fmt: skip
             try:

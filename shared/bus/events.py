@@ -24,6 +24,11 @@ MAX_PENDING_ACKS = 512
 # events would be stored by the next leader before it is sent again, out of `n` order, so the
 # publisher stops and settles what is outstanding first. Shorter than an election (4–9 s).
 STALLED_ACK_S = 1.0
+# The server's heartbeat to an idle ordered consumer that reads a task's events: the client makes
+# a new consumer after two heartbeats without a message, and at most two more before the next
+# try — so this is how soon a reader notices that its consumer died with its node, and how long
+# after the meta group's election it asks again.
+READER_HEARTBEAT_S = 0.5
 
 
 @dataclass
@@ -178,7 +183,7 @@ async def read_events(
     sub = await with_retries(lambda: bus.js.subscribe(
         bus.subjects.events_all(task_id),
         ordered_consumer=True,
-        idle_heartbeat=1.0,
+        idle_heartbeat=READER_HEARTBEAT_S,
         config=config(),
         stream=bus.names.events_stream,
     ), what=f"reading the events of {task_id}")

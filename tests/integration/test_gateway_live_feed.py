@@ -149,3 +149,29 @@ async def test_a_feed_opened_while_the_stream_has_no_leader_reads_it_once_there_
     got = await asyncio.wait_for(collect(feeds, "t_election"), 20)
     assert [kind for _, kind in got] == ["status", "token", "done"]
     assert len(configs) == 3 and len({id(c) for c in configs}) == 3
+
+
+async def test_a_feed_whose_consumer_died_with_its_node_reads_on_from_a_new_one(
+    bus: Bus, feeds: TaskFeeds
+) -> None:
+    """A feed's consumer (one replica, on one node) goes when that node dies. The server beats
+    to an idle consumer every 0.5 s and the client replaces one after two missed beats, so the
+    feed reads on from where it was within about a second, and its clients miss nothing."""
+    publisher = EventPublisher(bus, "t_node")
+    await publisher.emit(StatusEvent(task_id="t_node", status="running"))
+    await publisher.flush()
+    before = {c.name for c in await bus.js.consumers_info(bus.names.events_stream)}
+    reader = asyncio.create_task(collect(feeds, "t_node"))
+
+    async def its_consumer() -> str | None:
+        mine = [c for c in await bus.js.consumers_info(bus.names.events_stream) if c.name not in before]
+        return mine[0].name if len(mine) == 1 and feeds.feeds["t_node"].last_seq else None
+
+    name = await eventually(its_consumer)
+    info = await bus.js.consumer_info(bus.names.events_stream, name)
+    assert info.config.idle_heartbeat == 0.5
+    await bus.js.delete_consumer(bus.names.events_stream, name)  # as its node's death takes it
+    await publisher.emit(TokenEvent(task_id="t_node", node_id="ans", text="x"))
+    await publisher.emit(DoneEvent(task_id="t_node", status="done"))
+    got = await asyncio.wait_for(reader, 30)
+    assert [kind for _, kind in got] == ["status", "token", "done"]
