@@ -27,7 +27,7 @@ from nats.js.kv import KeyValue
 
 from services.dispatcher.engine.checkpoint import Checkpoint
 from shared.bus.kv import key_subject, kv_get, kv_put
-from shared.bus.pipelined import pipeline_for
+from shared.bus.pipelined import connection_number, pipeline_for
 from shared.bus.retry import BusWriteError, is_transient, settled, with_retries
 from shared.errors import AgentixError
 
@@ -47,6 +47,7 @@ class _Put:
     msg_id: str
     data: bytes
     ack: asyncio.Future[PubAck]
+    connection: int  # `connection_number` when it was sent
 
 
 class KVCheckpointStore:
@@ -77,13 +78,15 @@ class KVCheckpointStore:
         await self._reap()
         # nats-py's KeyValue.put is publish-and-wait on "$KV.<bucket>.<key>"; this is the same
         # publish without the wait.
+        nc = self.kv._js._nc
+        connection = connection_number(nc)
         try:
-            ack = await pipeline_for(self.kv._js._nc).publish(key_subject(self.kv, checkpoint.task_id), data,
-                                                              {"Nats-Msg-Id": msg_id})
+            ack = await pipeline_for(nc).publish(key_subject(self.kv, checkpoint.task_id), data,
+                                                 {"Nats-Msg-Id": msg_id})
         except Exception as exc:  # settled (retried) like a failed ack
             ack = asyncio.get_running_loop().create_future()
             ack.set_exception(exc)
-        put = _Put(checkpoint.task_id, msg_id, data, ack)
+        put = _Put(checkpoint.task_id, msg_id, data, ack, connection)
         self._pending.append(put)
         self._latest[put.task_id] = put
         while len(self._pending) > MAX_PENDING:
@@ -107,12 +110,15 @@ class KVCheckpointStore:
             await self._settle(self._pending.popleft())
 
     async def _settle(self, put: _Put) -> None:
-        try:
-            await settled(put.ack)
-        except Exception as exc:
-            if not is_transient(exc):
-                raise CheckpointWriteError(f"checkpoint write failed: {exc}") from exc
-            await self._repair(put.task_id)
+        if not put.ack.done() and put.connection != connection_number(self.kv._js._nc):
+            await self._repair(put.task_id)  # its ack was due on a connection since replaced: it will not come
+        else:
+            try:
+                await settled(put.ack)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise CheckpointWriteError(f"checkpoint write failed: {exc}") from exc
+                await self._repair(put.task_id)
         if self._latest.get(put.task_id) is put:
             del self._latest[put.task_id]
 

@@ -15,7 +15,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import NotFoundError
 
 from shared.bus.client import Bus
-from shared.bus.pipelined import pipeline_for
+from shared.bus.pipelined import connection_number, pipeline_for
 from shared.bus.retry import ACK_TIMEOUT_S, is_transient, settled, with_retries
 from shared.contract.events import CHANNELS, AnyEvent, EventBase, parse_event
 
@@ -103,7 +103,7 @@ class EventPublisher:
         return oldest.connection != self._connection() or time.monotonic() - oldest.sent_at >= self.stall_s
 
     def _connection(self) -> int:
-        return int(self.bus.nc.stats["reconnects"])
+        return connection_number(self.bus.nc)
 
     async def _send(self, subject: str, payload: bytes, msg_id: str) -> asyncio.Future[PubAck]:
         try:
@@ -118,12 +118,15 @@ class EventPublisher:
             await self._settle(self._pending.popleft())
 
     async def _settle(self, sent: _Sent) -> None:
-        try:
-            await settled(sent.ack)
-            return
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
+        if sent.ack.done() or sent.connection == self._connection():
+            try:
+                await settled(sent.ack)
+                return
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+        # else its ack was due on a connection since replaced: it will not come, and waiting for
+        # it held each such event in turn for ACK_TIMEOUT_S after a reconnect (`connection_number`).
         await with_retries(
             lambda: self.bus.js.publish(sent.subject, sent.payload, timeout=ACK_TIMEOUT_S,
                                         headers={"Nats-Msg-Id": sent.msg_id}),

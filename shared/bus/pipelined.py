@@ -97,6 +97,13 @@ class PipelinedPublishes:
                 future.exception()  # seen: a caller that gave up on it long ago is not reported at exit
 
 
+def connection_number(nc: Client) -> int:
+    """Which of the client's connections a message goes out on now (its reconnects so far). An
+    ack still due on an earlier one will not come: the message died in the old socket, or with
+    the server that held it, and is sent again at once rather than after its ack timeout."""
+    return int(nc.stats["reconnects"])
+
+
 _PIPELINES: weakref.WeakKeyDictionary[Client, PipelinedPublishes] = weakref.WeakKeyDictionary()
 
 
