@@ -32,6 +32,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -226,7 +227,7 @@ async def until(check: object, timeout_s: float, what: str) -> None:
 
 
 async def one_round(dep: Deployment, http: httpx.AsyncClient, phase: str, number: int, tasks: int,
-                    together: bool) -> Round:
+                    together: bool, freeze: bool) -> Round:
     stream = dep.stream_name(phase)
     if together:
         await gather_leaders(dep, await dep.cluster.leader_of(stream))
@@ -240,7 +241,11 @@ async def one_round(dep: Deployment, http: httpx.AsyncClient, phase: str, number
         on_victim, meta, leads = await asyncio.to_thread(whos_on, victim.spec.monitor_port, victim.name)
         led = [name for name in dep.task_path() if name in leads]
         at = time.strftime("%H:%M:%S")
-        victim.kill()
+        if freeze:  # it hangs with its sockets open, as a machine that vanished: no reset reaches a client
+            assert victim.proc is not None
+            victim.proc.send_signal(signal.SIGSTOP)
+        else:
+            victim.kill()
         killed = time.monotonic()
         watched = {name: dep.task_path()[name] for name in led}
         if meta == victim.name:
@@ -263,6 +268,8 @@ async def one_round(dep: Deployment, http: httpx.AsyncClient, phase: str, number
                    max(followed, key=lambda t: t.stalled_after(killed)).stalls_after(killed),
                    min(firsts) - killed,
                    max(t.arrived[-1] for t in followed) - killed)
+    if freeze:
+        victim.kill()
     victim.start()
     await dep.cluster.wait_ready(120)
     return result
@@ -272,7 +279,7 @@ async def new_leader(dep: Deployment, stream: str, victim: str) -> float:
     """When a surviving node first names a leader of `stream` (META: of the meta group) other
     than `victim` (polled every 20 ms on the nodes' monitoring port, which answers without a
     leader)."""
-    survivors = [n for n in dep.cluster.nodes if n.running]
+    survivors = [n for n in dep.cluster.nodes if n.running and n.name != victim]  # a frozen one still "runs"
     async with httpx.AsyncClient(timeout=2) as http:
         while True:
             for node in survivors:
@@ -361,6 +368,9 @@ async def main() -> None:
     parser.add_argument("--tasks", type=int, default=12, help="two-agent tasks streaming at each kill")
     parser.add_argument("--chunk-ms", type=float, default=250.0, help="the model's wait before each 4-char chunk")
     parser.add_argument("--phases", default="events,tasks", help="which leaders to kill: events, tasks or both")
+    parser.add_argument("--signal", choices=["kill", "stop"], default="kill",
+                        help="stop: SIGSTOP instead of SIGKILL, a node that hangs with its connections open (a machine "
+                             "that vanished): its clients notice only when their pings go unanswered")
     parser.add_argument("--placement", choices=["as-found", "together"], default="as-found",
                         help="together: before each kill, move the leaders of every stream on the tasks' path "
                              "(events, tasks, checkpoints, control) to the node to be killed: the worst case")
@@ -378,7 +388,7 @@ async def main() -> None:
             for number in range(1, args.rounds + 1):
                 for phase in phases:
                     results[phase].append(await one_round(dep, http, phase, number, args.tasks,
-                                                            args.placement == "together"))
+                                                            args.placement == "together", args.signal == "stop"))
                     print(results[phase][-1].line(number), flush=True)
         for phase in phases:
             print(summary(phase, results[phase]), flush=True)
