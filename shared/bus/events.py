@@ -15,7 +15,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import NotFoundError
 
 from shared.bus.client import Bus
-from shared.bus.pipelined import connection_number, pipeline_for
+from shared.bus.pipelined import ack_time_left, connection_number, pipeline_for
 from shared.bus.retry import ACK_TIMEOUT_S, is_transient, settled, with_retries
 from shared.contract.events import CHANNELS, AnyEvent, EventBase, parse_event
 
@@ -118,15 +118,12 @@ class EventPublisher:
             await self._settle(self._pending.popleft())
 
     async def _settle(self, sent: _Sent) -> None:
-        if sent.ack.done() or sent.connection == self._connection():
-            try:
-                await settled(sent.ack)
-                return
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-        # else its ack was due on a connection since replaced: it will not come, and waiting for
-        # it held each such event in turn for ACK_TIMEOUT_S after a reconnect (`connection_number`).
+        try:
+            await settled(sent.ack, ack_time_left(self.bus.nc, sent.sent_at, sent.connection))
+            return
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
         await with_retries(
             lambda: self.bus.js.publish(sent.subject, sent.payload, timeout=ACK_TIMEOUT_S,
                                         headers={"Nats-Msg-Id": sent.msg_id}),
