@@ -72,6 +72,7 @@ class Followed:
     name: str
     via: str  # "stream": POST /tasks/stream; "events": POST /tasks, then GET /tasks/{id}/events
     arrived: list[float] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # each event's type, as `arrived`
     tokens: dict[str, str] = field(default_factory=dict)
     status: str | None = None
     output: object = None
@@ -91,9 +92,11 @@ class Followed:
         return sum(b - a for a, b in itertools.pairwise(self.arrived) if b > moment and b - a > STALL_GAP_S)
 
     def stalls_after(self, moment: float) -> str:
-        """Each stall after `moment`: when it began (from `moment`) and how long it lasted."""
-        return ", ".join(f"{a - moment:+.1f} s for {b - a:.1f} s" for a, b in itertools.pairwise(self.arrived)
-                         if b > moment and b - a > STALL_GAP_S)
+        """Each stall after `moment`: when it began (from `moment`), how long it lasted, and the
+        events on either side of it (where in the run it stood still)."""
+        steps = list(zip(self.arrived, self.kinds, strict=True))
+        return ", ".join(f"{a - moment:+.1f} s for {b - a:.1f} s ({before}|{after})"
+                         for (a, before), (b, after) in itertools.pairwise(steps) if b > moment and b - a > STALL_GAP_S)
 
     def problem(self) -> str | None:
         if self.status != "done":
@@ -212,6 +215,7 @@ async def follow(http: httpx.AsyncClient, dep: Deployment, headers: dict[str, st
         if name == "open":
             continue
         task.arrived.append(time.monotonic())
+        task.kinds.append(name)
         if name == "token":
             task.tokens[data["node_id"]] = task.tokens.get(data["node_id"], "") + data["text"]
         elif name == "done":
