@@ -5,22 +5,35 @@ A 3-node NATS cluster (JetStream replicas 3) and the services as their own proce
 three nodes' URLs. The scripted model streams each answer in 4-character chunks `--chunk-ms`
 apart, so a two-agent task streams for about `2 × 18 × chunk` seconds.
 
-Each round submits `--tasks` two-agent tasks with `POST /api/v1/tasks/stream` (submit and follow
-in one request) and reads each one's SSE stream, noting when every event arrives. Once every
-task has streamed a token, the node leading the round's stream is SIGKILLed: the events stream
+Each round submits `--tasks` two-agent tasks and reads each one's SSE stream as a client does,
+noting when every event arrives: half with `POST /api/v1/tasks/stream` (submit and follow in one
+request; the gateway's feed reads the stream's live republish), half with `POST /api/v1/tasks`
+then `GET /api/v1/tasks/{id}/events` (the feed reads the stream with a consumer). Once every task
+has streamed a token, the node leading the round's stream is SIGKILLed (`--signal stop`: frozen
+with SIGSTOP, its sockets left open, as a machine that vanished): the events stream
 (`AGENTIX_EVENTS`) in one phase, the tasks stream (`AGENTIX_TASKS`) in the other; the rounds of
 the two phases alternate, so both see the same machine. Per round:
 
   pause      per task, the longest gap between two of its events that ends after the kill;
-             p50 and max across the tasks (the target is on the max);
+             p50 and max across the tasks (the target, 10 s, is on the max; also the max of
+             each way of following);
+  after the last election
+             the max pause minus the slowest election, measured on the survivors' monitoring
+             port, of the task-path streams the node led (events, tasks, checkpoints, control)
+             and of the meta group if it led it: the part of the pause that is the services';
+  stalled    per task, every gap over 1 s after the kill summed (a second stall, say at the
+             next node, counts too), with the worst task's stalls and the events around them;
   first      the kill → the first event of any task that arrives after it;
   all done   the kill → the last task's `done`.
 
 Every task must end `done` with both answers streamed once (else the round fails). After the
 round the node is started again and the bench waits until the cluster is healthy. Each round
-also says which services were connected to the killed node and whether it led the meta group.
+also says which services were connected to the killed node and what it led. `--placement
+together` first moves the leaders of all four task-path streams onto the node to be killed (the
+worst case; as found, leaders gather on the two survivors of the previous kill).
 
 Run: python -u -m bench.leader_kill [--rounds 10] [--tasks 12] [--chunk-ms 250]
+                                    [--signal kill|stop] [--placement as-found|together]
 """
 
 from __future__ import annotations
@@ -212,7 +225,7 @@ async def follow(http: httpx.AsyncClient, dep: Deployment, headers: dict[str, st
         resp.raise_for_status()
         events = sse_events(http, f"{dep.url}/api/v1/tasks/{resp.json()['id']}/events", headers)
     async for name, data in events:
-        if name == "open":
+        if name in ("open", "heartbeat"):  # a heartbeat is the gateway's, every 10 s: not an event of the task
             continue
         task.arrived.append(time.monotonic())
         task.kinds.append(name)
