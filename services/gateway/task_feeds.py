@@ -40,7 +40,7 @@ from services.gateway import sse_frames
 from services.gateway.tables import Task
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
-from shared.bus.events import READER_HEARTBEAT_S, read_events
+from shared.bus.events import READER_HEARTBEAT_S, read_events, reader_js
 from shared.bus.retry import with_retries
 from shared.contract.events import AnyEvent, parse_event
 from shared.errors import AgentixError
@@ -180,7 +180,7 @@ class TaskFeed:
     async def _stream_is_ahead(self) -> bool:
         try:
             names, subjects = self.bus.names, self.bus.subjects
-            last = await self.bus.js.get_last_msg(names.events_stream, subjects.events_all(self.task_id))
+            last = await reader_js(self.bus).get_last_msg(names.events_stream, subjects.events_all(self.task_id))
         except NotFoundError:
             return False
         return (last.seq or 0) > self.last_seq
@@ -213,7 +213,7 @@ class TaskFeed:
         try:
             # Through an election of the stream (or of the meta group): a feed that falls back to
             # the stream read then, or opens then, waits for a leader instead of failing its clients.
-            sub = await with_retries(lambda: bus.js.subscribe(
+            sub = await with_retries(lambda: reader_js(bus).subscribe(
                 bus.subjects.events_all(self.task_id), cb=received, ordered_consumer=True,
                 idle_heartbeat=READER_HEARTBEAT_S,
                 config=start(), stream=bus.names.events_stream,

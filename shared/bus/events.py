@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
+from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import NotFoundError
 
@@ -29,6 +32,20 @@ STALLED_ACK_S = 1.0
 # try — so this is how soon a reader notices that its consumer died with its node, and how long
 # after the meta group's election it asks again.
 READER_HEARTBEAT_S = 0.5
+_READER_CONTEXTS: weakref.WeakKeyDictionary[Client, JetStreamContext] = weakref.WeakKeyDictionary()
+
+
+def reader_js(bus: Bus) -> JetStreamContext:
+    """The JetStream context that readers of task events make their consumers with: its
+    requests — a consumer create, and the client's own re-create of an ordered consumer whose
+    node died — are given up on after ACK_TIMEOUT_S, as a write's are, and asked again
+    (`with_retries`; the client re-creates at its next missed heartbeat). With the default 5 s,
+    a create lost at the moment of an election, or on a connection that was dying, held a
+    feed's clients 5 s past it."""
+    context = _READER_CONTEXTS.get(bus.nc)
+    if context is None:
+        context = _READER_CONTEXTS[bus.nc] = bus.nc.jetstream(timeout=ACK_TIMEOUT_S)
+    return context
 
 
 @dataclass
@@ -180,7 +197,7 @@ async def read_events(
         )
 
     # Created through an election of the stream or of the meta group, as a write is.
-    sub = await with_retries(lambda: bus.js.subscribe(
+    sub = await with_retries(lambda: reader_js(bus).subscribe(
         bus.subjects.events_all(task_id),
         ordered_consumer=True,
         idle_heartbeat=READER_HEARTBEAT_S,

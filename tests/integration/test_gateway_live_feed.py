@@ -17,7 +17,7 @@ from services.gateway.embedded import EmbeddedGateway
 from services.gateway.task_feeds import TaskFeeds
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
-from shared.bus.events import EventPublisher, read_events
+from shared.bus.events import EventPublisher, read_events, reader_js
 from shared.contract.events import DoneEvent, NodeStartEvent, StatusEvent, TokenEvent
 from tests.integration.test_gateway_sse import DSL, frames
 from tests.support.wait import eventually
@@ -136,7 +136,8 @@ async def test_a_feed_opened_while_the_stream_has_no_leader_reads_it_once_there_
     await publisher.emit(TokenEvent(task_id="t_election", node_id="ans", text="x"))
     await publisher.emit(DoneEvent(task_id="t_election", status="done"))
     await publisher.flush()
-    real = bus.js.subscribe
+    reader = reader_js(bus)  # readers make their consumers with this context (2 s requests)
+    real = reader.subscribe
     configs: list[object] = []
 
     async def no_leader_yet(*args: object, **kwargs: object) -> object:
@@ -145,7 +146,7 @@ async def test_a_feed_opened_while_the_stream_has_no_leader_reads_it_once_there_
             raise nats.errors.TimeoutError  # what a consumer create gets while there is no leader
         return await real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(bus.js, "subscribe", no_leader_yet)
+    monkeypatch.setattr(reader, "subscribe", no_leader_yet)
     got = await asyncio.wait_for(collect(feeds, "t_election"), 20)
     assert [kind for _, kind in got] == ["status", "token", "done"]
     assert len(configs) == 3 and len({id(c) for c in configs}) == 3
