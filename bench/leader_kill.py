@@ -96,7 +96,10 @@ class Followed:
         return bool(self.tokens)
 
     def pause_after(self, moment: float) -> float:
-        """The longest gap between two consecutive events whose later one arrived after `moment`."""
+        """The longest gap between two consecutive events whose later one arrived after `moment`
+        (infinite for a stream cut off before `done`: it never went on)."""
+        if self.status != "done":
+            return float("inf")
         gaps = [b - a for a, b in itertools.pairwise(self.arrived) if b > moment]
         return max(gaps, default=float("inf"))
 
@@ -132,6 +135,7 @@ class Round:
     vias: list[str]  # each pause's `Followed.via`
     stalls: list[float]
     stalls_of_worst: str  # the stalls of the task that stood still longest, when and how long
+    problems: list[str]  # tasks that did not end `done` with both answers once
     first: float
     all_done: float
 
@@ -156,7 +160,8 @@ class Round:
                 f"({worst / TARGET_PAUSE_S:4.2f}× target; {self.worst_by_via()}), "
                 f"{self.resumed:+5.2f} s after the last election\n"
                 f"      stalled in all max {max(self.stalls):5.2f} s ({self.stalls_of_worst}); "
-                f"first event {self.first:5.2f} s; all done {self.all_done:5.2f} s")
+                f"first event {self.first:5.2f} s; all done {self.all_done:5.2f} s"
+                + "".join(f"\n      FAILED: {problem}" for problem in self.problems))
 
 
 class Deployment:
@@ -233,6 +238,13 @@ async def follow(http: httpx.AsyncClient, dep: Deployment, headers: dict[str, st
         resp = await http.post(f"{dep.url}/api/v1/tasks", json=body, headers=headers)
         resp.raise_for_status()
         events = sse_events(http, f"{dep.url}/api/v1/tasks/{resp.json()['id']}/events", headers)
+    try:
+        await read(events, task)
+    except httpx.HTTPError as exc:  # the gateway ended the stream before `done`: a failure to report
+        task.status = f"cut off ({type(exc).__name__}: {exc})"
+
+
+async def read(events: AsyncIterator[tuple[str, Any]], task: Followed) -> None:
     async for name, data in events:
         if name in ("open", "heartbeat"):  # a heartbeat is the gateway's, every 10 s: not an event of the task
             continue
@@ -285,13 +297,11 @@ async def one_round(dep: Deployment, http: httpx.AsyncClient, phase: str, number
             with contextlib.suppress(BaseException):
                 await reader
     problems = [p for p in (t.problem() for t in followed) if p]
-    if problems:
-        raise RuntimeError(f"{phase} round {number}: " + "; ".join(problems))
     firsts = [next((a for a in t.arrived if a > killed), float("inf")) for t in followed]
     result = Round(phase, victim.name, at, meta == victim.name, on_victim, elections,
                    [t.pause_after(killed) for t in followed], [t.via for t in followed],
                    [t.stalled_after(killed) for t in followed],
-                   max(followed, key=lambda t: t.stalled_after(killed)).stalls_after(killed),
+                   max(followed, key=lambda t: t.stalled_after(killed)).stalls_after(killed), problems,
                    min(firsts) - killed,
                    max(t.arrived[-1] for t in followed) - killed)
     if freeze:
@@ -362,6 +372,7 @@ def summary(phase: str, rounds: list[Round]) -> str:
     stalls = [max(r.stalls) for r in rounds]
     done = [r.all_done for r in rounds]
     over = sum(w > TARGET_PAUSE_S for w in worst)
+    failed = sum(len(r.problems) for r in rounds)
     paired = [(p, v) for r in rounds for p, v in zip(r.pauses, r.vias, strict=True)]
     by_via = ", ".join(f"via {via} {max(p for p, v in paired if v == via):.2f} s" for via in VIA)
     return (f"{phase:<6} kill, {len(rounds)} rounds: pause p50 {statistics.median(every):5.2f} s, "
@@ -371,7 +382,8 @@ def summary(phase: str, rounds: list[Round]) -> str:
             f"first event p50 {statistics.median(firsts):5.2f} s max {max(firsts):5.2f} s | "
             f"all done p50 {statistics.median(done):5.2f} s max {max(done):5.2f} s\n"
             f"RATIO {phase} kill: max pause / target ({TARGET_PAUSE_S:g} s) = {max(worst) / TARGET_PAUSE_S:.2f}× "
-            f"(target ≤ 1 in every round: {'ok' if not over else f'OVER in {over} of {len(rounds)}'})")
+            f"(target ≤ 1 in every round: {'ok' if not over else f'OVER in {over} of {len(rounds)}'})"
+            + (f"; {failed} task(s) did not end done" if failed else ""))
 
 
 def load() -> str:
