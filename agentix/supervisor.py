@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from agentix.supervision_state import ProcessState, write_state
+from shared.backoff import Backoff
 
 TAIL_LINES = 20
 # How long to wait for the rest of a dead child's output: a grandchild that inherited the pipe
@@ -34,6 +35,10 @@ class RestartPolicy:
     stable_after_s: float = 30.0
     crash_loop_exits: int = 5
     crash_loop_window_s: float = 60.0
+
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff(self.first_delay_s, self.max_delay_s)
 
 
 @dataclass
@@ -58,7 +63,7 @@ class Child:
     started_wall: float = 0.0  # wall clock, for the state file
     state: str = "starting"
     restarts: int = 0
-    delay_s: float = 0.0
+    quick_exits: int = 0  # exits in a row, each before the process had stayed up `stable_after_s`
     last_exit: str | None = None
     last_exit_wall: float | None = None
     exits: deque[float] = field(default_factory=deque)
@@ -184,11 +189,11 @@ class Supervisor:
         return now - child.started_at
 
     def _next_delay(self, child: Child, uptime: float) -> float:
-        if uptime >= self.policy.stable_after_s or child.delay_s == 0:
-            child.delay_s = self.policy.first_delay_s
-        else:
-            child.delay_s = min(child.delay_s * 2, self.policy.max_delay_s)
-        return child.delay_s
+        if uptime >= self.policy.stable_after_s:
+            child.quick_exits = 0
+        delay = self.policy.backoff.delay(child.quick_exits)
+        child.quick_exits += 1
+        return delay
 
     def _fail(self, child: Child, why: str) -> None:
         """Give up on `child` (caller holds the lock): keep the first reason, wake `up`."""

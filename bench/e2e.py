@@ -23,6 +23,14 @@ Measured, the two servers taking turns (A, B, A, B …) so both see the same mac
       runs. The model server's and this client's CPU are not counted.
 Every run must end `done` with all three answers streamed, else it counts as failed.
 
+At a model's pace (`--first-chunk-ms`: the model waits that long before its first chunk, a hosted
+model's time to first token; `--chunk-ms` before each chunk) the batches of (2) take turns with
+batches of Agentix against the instant model, and the bench also prints: the ideal throughput
+(`--inflight` ÷ Agentix's p50 single-run time from (1)) and how much of it Agentix reached
+(target >= 0.80), and Agentix's CPU per run at the pace against its CPU per run with the instant
+model measured in the same invocation (target <= 1.5x). `--agentix-only` leaves LangGraph out
+(it need not be installed): Agentix against itself.
+
 LangGraph is NOT installed into the project's venv: langgraph-api pins older grpcio, protobuf
 (<7) and jsonschema-rs than the project's environment has (checked with `pip install --dry-run`),
 so it lives in a venv of its own:
@@ -30,7 +38,10 @@ so it lives in a venv of its own:
 The bench's client side (langgraph_sdk, httpx) comes from the project's venv.
 
 Run: python -u -m bench.e2e [--runs 200] [--inflight 50] [--pairs 3] [--samples 20]
-                            [--chunk-ms 0] [--langgraph /tmp/lgvenv/bin/langgraph]
+                            [--chunk-ms 0] [--first-chunk-ms 0] [--agentix-env NAME=VALUE ...]
+                            [--langgraph /tmp/lgvenv/bin/langgraph | --agentix-only]
+     e.g. the issue's hosted pace, Agentix alone:
+     python -u -m bench.e2e --agentix-only --first-chunk-ms 400 --chunk-ms 15
 """
 
 from __future__ import annotations
@@ -48,17 +59,19 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
-from langgraph_sdk import get_client
-from langgraph_sdk.client import LangGraphClient
 
 from bench.chat import sse_events
 from bench.memory import children
 from bench.token_path import cpu_seconds, start_model_server
 from shared.natsd import free_port, stop_process
 from tests.e2e.conftest import RunningSuite, start_suite
-from tests.support.openai_server import ScriptClient, reply
+from tests.support.openai_server import ScriptClient, Step, reply
+
+if TYPE_CHECKING:  # LangGraph's client is imported only when LangGraph takes part (--agentix-only)
+    from langgraph_sdk.client import LangGraphClient
 
 APP_DIR = Path(__file__).resolve().parent / "langgraph_app"
 MODEL = "m"
@@ -68,6 +81,7 @@ RUN_WAIT_S = 300.0
 SETTLE_S = 1.0  # after a batch: the servers finish what follows a run's end (records, acks) before the CPU is read
 LANGGRAPH_JOBS = 50  # `--n-jobs-per-worker`: runs one LangGraph worker executes at once
 WARMUP = 3  # runs per server before measuring: imports, connections, the graph's first compile
+INSTANT = "Agentix, instant model"  # the road a paced run's CPU is compared with
 INSTALL_HINT = ('install it into a venv of its own (not the project\'s): python3.11 -m venv /tmp/lgvenv && '
                 '/tmp/lgvenv/bin/pip install "langgraph-cli[inmem]" openai; then pass --langgraph '
                 '/tmp/lgvenv/bin/langgraph')
@@ -84,6 +98,17 @@ DSL = {
 }
 
 Run = Callable[[], Awaitable[tuple[float, float]]]  # one run → (first token s, run s)
+
+
+@dataclass
+class Road:
+    """What a batch runs: one server's runs, the process trees whose CPU counts, and the model's
+    answer (its pace) while the batch runs."""
+
+    name: str
+    run: Run
+    roots: dict[str, int]
+    answer: Step
 
 
 class LangGraphServer:
@@ -257,11 +282,11 @@ async def latency(runs: dict[str, Run], samples: int) -> dict[str, tuple[float, 
     return {name: (statistics.median(f for f, _ in s), statistics.median(r for _, r in s)) for name, s in got.items()}
 
 
-def ratio(label: str, a: float, b: float, target: str = "") -> None:
-    print(f"RATIO {label} Agentix / LangGraph = {a / b:.2f}x{f' (target {target})' if target else ''}")
+def ratio(label: str, a: float, b: float, target: str = "", of: str = "Agentix / LangGraph") -> None:
+    print(f"RATIO {label} {of} = {a / b:.2f}x{f' (target {target})' if target else ''}")
 
 
-def report_batch(name: str, out: Batch, inflight: int) -> None:
+def report_batch(name: str, out: Batch) -> None:
     parts = ", ".join(f"{proc} {seconds / out.runs * 1000:.1f}" for proc, seconds in out.cpu.items())
     print(f"    {name:9s} {out.done}/{out.runs} done in {out.wall:6.1f} s = {out.rate:6.2f} runs/s; "
           f"server CPU {out.cpu_per_run * 1000:6.1f} ms/run ({parts}); {load()}")
@@ -273,42 +298,66 @@ def report_batch(name: str, out: Batch, inflight: int) -> None:
         print(f"      exited during the batch (their CPU is missing): {', '.join(out.lost)}")
 
 
-async def bench(suite: RunningSuite, lgserver: LangGraphServer, roots: dict[str, dict[str, int]],
-                runs: int, inflight: int, samples: int, pairs: int) -> None:
+async def bench(suite: RunningSuite, lgserver: LangGraphServer | None, roots: dict[str, dict[str, int]],
+                opts: argparse.Namespace, model: ScriptClient) -> None:
+    runs, inflight, samples, pairs = opts.runs, opts.inflight, opts.samples, opts.pairs
+    paced = reply(ANSWER, delay_s=opts.chunk_ms / 1000, first_delay_s=opts.first_chunk_ms / 1000)
+    at_pace = opts.chunk_ms > 0 or opts.first_chunk_ms > 0
     # Idle connections are dropped before the servers' keep-alive timeout (uvicorn: 5 s) would
     # close them under a request reusing one ("Server disconnected without sending a response").
     limits = httpx.Limits(max_connections=inflight * 2 + 20, max_keepalive_connections=inflight + 20,
                           keepalive_expiry=3.0)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=RUN_WAIT_S), limits=limits) as http:
+    async with contextlib.AsyncExitStack() as stack:
         # (connect, read, write, pool): a run's stream may stay quiet while it waits in the queue.
-        lg = get_client(url=lgserver.url, api_key=None, timeout=(30.0, RUN_WAIT_S, 30.0, 30.0))
-        try:
-            run = {"Agentix": agentix_run(http, suite, suite.headers("bench")), "LangGraph": langgraph_run(lg)}
-            for _ in range(WARMUP):
-                for one in run.values():
-                    await one()
-            print(f"(1) one run at a time, {samples} samples each, interleaved; {load()}")
-            p50 = await latency(run, samples)
-            print(f"    p50 first token: Agentix {ms(p50['Agentix'][0])}, LangGraph {ms(p50['LangGraph'][0])}")
-            print(f"    p50 run latency: Agentix {ms(p50['Agentix'][1])}, LangGraph {ms(p50['LangGraph'][1])}")
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(timeout=httpx.Timeout(30, read=RUN_WAIT_S), limits=limits))
+        run = {"Agentix": agentix_run(http, suite, suite.headers("bench"))}
+        if lgserver is not None:
+            from langgraph_sdk import get_client
+
+            lg = get_client(url=lgserver.url, api_key=None, timeout=(30.0, RUN_WAIT_S, 30.0, 30.0))
+            stack.push_async_callback(lg.aclose)
+            run["LangGraph"] = langgraph_run(lg)
+        model.script([], then=paced)
+        for _ in range(WARMUP):
+            for one in run.values():
+                await one()
+        print(f"(1) one run at a time, {samples} samples each, interleaved; {load()}")
+        p50 = await latency(run, samples)
+        for i, what in enumerate(("first token", "run latency")):
+            print(f"    p50 {what}: " + ", ".join(f"{name} {ms(p50[name][i])}" for name in run))
+        if lgserver is not None:
             ratio("p50 first token", p50["Agentix"][0], p50["LangGraph"][0])
             ratio("p50 run latency", p50["Agentix"][1], p50["LangGraph"][1])
-            print(f"(2) {pairs} pair(s) of batches of {runs} runs, {inflight} in flight, the servers taking turns "
-                  f"(first Agentix, then LangGraph, then the other way round); server CPU per run by process "
-                  f"tree (ms); {load()}")
-            out: dict[str, list[Batch]] = {name: [] for name in run}
-            for pair in range(pairs):
-                for name in (run if pair % 2 == 0 else reversed(run)):
-                    out[name].append(await batch(run[name], runs, inflight, roots[name]))
-                    report_batch(name, out[name][-1], inflight)
-            a, b = Batch.total(out["Agentix"]), Batch.total(out["LangGraph"])
-            if pairs > 1:
-                print(f"    all {pairs} pairs: Agentix {a.rate:.2f} runs/s, {a.cpu_per_run * 1000:.1f} ms/run; "
-                      f"LangGraph {b.rate:.2f} runs/s, {b.cpu_per_run * 1000:.1f} ms/run")
-            ratio("runs/s", a.rate, b.rate, ">= 3x")
-            ratio("CPU per run", a.cpu_per_run, b.cpu_per_run, "<= 0.5x")
-        finally:
-            await lg.aclose()
+        roads = [Road(name, one, roots[name], paced) for name, one in run.items()]
+        if at_pace:
+            roads.append(Road(INSTANT, run["Agentix"], roots["Agentix"], reply(ANSWER)))
+        print(f"(2) {pairs} pair(s) of batches of {runs} runs, {inflight} in flight, taking turns "
+              f"({', '.join(r.name for r in roads)}, then the other way round, …); server CPU per run by "
+              f"process tree (ms); {load()}")
+        out: dict[str, list[Batch]] = {road.name: [] for road in roads}
+        for pair in range(pairs):
+            for road in (roads if pair % 2 == 0 else reversed(roads)):
+                model.script([], then=road.answer)
+                out[road.name].append(await batch(road.run, runs, inflight, road.roots))
+                report_batch(road.name, out[road.name][-1])
+        total = {name: Batch.total(batches) for name, batches in out.items()}
+        if pairs > 1:
+            print(f"    all {pairs} pairs: " + "; ".join(
+                f"{name} {b.rate:.2f} runs/s, {b.cpu_per_run * 1000:.1f} ms/run" for name, b in total.items()))
+        if lgserver is not None:
+            ratio("runs/s", total["Agentix"].rate, total["LangGraph"].rate, ">= 3x")
+            ratio("CPU per run", total["Agentix"].cpu_per_run, total["LangGraph"].cpu_per_run, "<= 0.5x")
+        if at_pace:
+            # One run alone takes the model's time; `inflight` of them at once, none waiting on
+            # another, would each take as long: the ideal throughput.
+            single = p50["Agentix"][1]
+            ideal = min(inflight, runs) / single
+            print(f"    Agentix at the pace: one run alone {ms(single)} (p50), so {min(inflight, runs)} in flight "
+                  f"ideally make {ideal:.2f} runs/s; reached {total['Agentix'].rate:.2f} runs/s")
+            ratio("runs/s", total["Agentix"].rate, ideal, ">= 0.80", of="Agentix / ideal")
+            ratio("CPU per run", total["Agentix"].cpu_per_run, total[INSTANT].cpu_per_run, "<= 1.5x",
+                  of="Agentix at the pace / instant model")
 
 
 def find_langgraph(given: str | None) -> str:
@@ -326,36 +375,49 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3,
                         help="throughput batches per server, taking turns (the ratios are of all of them)")
     parser.add_argument("--langgraph", metavar="PATH", help="the `langgraph` executable (default: on PATH)")
+    parser.add_argument("--agentix-only", action="store_true",
+                        help="leave LangGraph out (it need not be installed): Agentix against itself")
     parser.add_argument("--chunk-ms", type=float, default=0.0,
                         help="the model waits this long before each streamed chunk (default 0: it streams "
-                             "as fast as it can; 10 is about a hosted model's pace)")
+                             "as fast as it can; 10-15 is about a hosted model's pace)")
+    parser.add_argument("--agentix-env", metavar="NAME=VALUE", action="append", default=[],
+                        help="a setting for the Agentix services, e.g. AGENTIX_TOKEN_EVENT_INTERVAL_MS=100 "
+                             "(repeatable)")
+    parser.add_argument("--first-chunk-ms", type=float, default=0.0,
+                        help="the model waits this long before its first chunk (default 0; a hosted "
+                             "model's time to first token is some hundreds of ms, e.g. 400)")
     args = parser.parse_args()
-    exe = find_langgraph(args.langgraph)
-    print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe}; the model waits {args.chunk_ms:g} ms per chunk")
+    exe = None if args.agentix_only else find_langgraph(args.langgraph)
+    print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe or 'left out'}; the model waits "
+          f"{args.first_chunk_ms:g} ms before its first chunk and {args.chunk_ms:g} ms per chunk"
+          f"{'; Agentix with ' + ' '.join(args.agentix_env) if args.agentix_env else ''}")
     model_proc, model_url = start_model_server()
-    # Every call, both servers: the same answer.
-    ScriptClient(model_url).script([], then=reply(ANSWER, delay_s=args.chunk_ms / 1000))
+    model = ScriptClient(model_url)  # every call, both servers: the same answer (at the road's pace)
     data_dir = Path(tempfile.mkdtemp(prefix="bench-e2e-agentix-"))
-    lgserver = LangGraphServer(exe, model_url)
+    lgserver = LangGraphServer(exe, model_url) if exe else None
     suite: RunningSuite | None = None
     try:
         suite = start_suite(data_dir, {
             "AGENTIX_LLM_BASE_URL": model_url, "AGENTIX_LLM_MODEL": MODEL, "AGENTIX_LOG_LEVEL": "WARNING",
             "AGENTIX_RATE_LIMIT_PER_MIN": "1000000",  # a benchmark, not a rate-limit test
             "AGENTIX_HEARTBEAT_INTERVAL_S": "5",  # the default (start_suite's 1 s is for quick tests)
+            **dict(setting.split("=", 1) for setting in args.agentix_env),
         })
-        lgserver.start(jobs=LANGGRAPH_JOBS)
-        assert suite.nats.proc is not None and lgserver.proc is not None
+        assert suite.nats.proc is not None
         agentix = {c.spec.name: c.proc.pid for c in suite.suite.children if c.proc is not None}
-        roots = {"Agentix": {**agentix, "nats-server": suite.nats.proc.pid},
-                 "LangGraph": {"langgraph-dev": lgserver.proc.pid}}
+        roots = {"Agentix": {**agentix, "nats-server": suite.nats.proc.pid}}
         print(f"Agentix: {', '.join(roots['Agentix'])} on {suite.url}")
-        print(f"LangGraph: langgraph dev ({lgserver.version()}), in-memory runtime, "
-              f"{LANGGRAPH_JOBS} jobs per worker, on {lgserver.url}")
-        asyncio.run(bench(suite, lgserver, roots, args.runs, args.inflight, args.samples, args.pairs))
+        if lgserver is not None:
+            lgserver.start(jobs=LANGGRAPH_JOBS)
+            assert lgserver.proc is not None
+            roots["LangGraph"] = {"langgraph-dev": lgserver.proc.pid}
+            print(f"LangGraph: langgraph dev ({lgserver.version()}), in-memory runtime, "
+                  f"{LANGGRAPH_JOBS} jobs per worker, on {lgserver.url}")
+        asyncio.run(bench(suite, lgserver, roots, args, model))
         print(f"end; {load()}")
     finally:
-        lgserver.stop()
+        if lgserver is not None:
+            lgserver.stop()
         if suite is not None:
             suite.suite.stop()
             suite.nats.cleanup()

@@ -38,6 +38,7 @@ class GroupCommitClosed(AgentixError):
 
     code = "unavailable"
     http_status = 503
+    retryable = True  # another replica (or this service restarted) takes it
 
 
 @dataclass

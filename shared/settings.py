@@ -83,7 +83,11 @@ class CommonSettings(BaseSettings):
     # another when its lease lapses, so the ack wait is what takeover takes (renewed at a third).
     task_ack_wait_s: float = 0.0
     task_max_deliver: int = 5
-    task_max_ack_pending: int = 64
+    # Task messages handed out and not yet answered, across ALL dispatchers: the deployment's cap
+    # on runs at once (a run parked for an approval has answered its message and does not
+    # count). Each dispatcher takes at most its own `dispatcher_max_runs`; keep this at least
+    # replicas × that, or it is the tighter bound. The declaring service updates the consumer.
+    task_max_ack_pending: int = 4096
     ingest_ack_wait_s: float = 0.0
     ingest_max_deliver: int = 3
     ingest_max_ack_pending: int = 8
@@ -217,6 +221,10 @@ class DispatcherSettings(RedisSettings, ModelEndpointSettings, SecretKeySettings
     redact_patterns: Annotated[list[str], NoDecode] = Field(default_factory=list)
     default_task_timeout_s: float = 3600.0
     task_parallelism: int = 8
+    # Runs one dispatcher holds at once. A run mostly waits (on a model's stream, a tool), so
+    # this is bounded by memory and by what the model endpoints take, not by CPU: runs waiting on
+    # a model must not queue behind each other (docs/PERFORMANCE.md).
+    dispatcher_max_runs: int = Field(default=256, ge=1)
     # A model's stream becomes at most one `token` (`thinking.delta`, `tool.input`) event per this
     # interval per model call, each a synced write to the task's log (llm/deltas.py); 0: one
     # event per delta the sink is free to take.
@@ -229,14 +237,53 @@ class DispatcherSettings(RedisSettings, ModelEndpointSettings, SecretKeySettings
 
 
 class ToolsGoSettings(RedisSettings, ModelEndpointSettings, SecretKeySettings):
-    """tools_go_equiv's shared settings; its own knobs are `KbSettings` (`AGENTIX_KB_…`)."""
+    """tools_go_equiv: its database, and its knowledge bases, ingestion and history (`AGENTIX_KB_…`)."""
 
     tools_db_url: str | None = None
 
+    # Chunking (characters; headings always start a new chunk).
+    kb_chunk_size: int = Field(default=800, ge=100, le=20_000)
+    kb_chunk_overlap: int = Field(default=120, ge=0, le=5_000)
+    # Embeddings: the local hashed embedder unless a remote model is named. The remote endpoint is
+    # the OpenAI-compatible one of `AGENTIX_LLM_BASE_URL` unless `kb_embed_base_url` overrides it.
+    kb_embed_model: str | None = None
+    kb_embed_base_url: str | None = None
+    kb_embed_api_key: str | None = None
+    kb_embed_dim: int = Field(default=384, ge=32, le=4096)
+    kb_embed_batch: int = Field(default=32, ge=1, le=2048)
+    # Ingestion worker.
+    kb_ingest_concurrency: int = Field(default=2, ge=1, le=64)
+    kb_parse_timeout_s: float = 120.0
+    kb_max_document_bytes: int = 50 * 1024 * 1024
+    # Search.
+    kb_rrf_k: int = 60
+    # Facts from a language model at ingest (else the deterministic extractor).
+    kb_facts_model: str | None = None
+    kb_facts_base_url: str | None = None
+    kb_facts_api_key: str | None = None
+    # Optional reranking of hybrid candidates (a `/rerank` endpoint; see kb/rerank.py).
+    kb_rerank_model: str | None = None
+    kb_rerank_base_url: str | None = None
+    kb_rerank_api_key: str | None = None
+    kb_rerank_depth: int = Field(default=30, ge=1, le=200, description="fused candidates sent to the reranker")
+    kb_vector_cache_rows: int = Field(default=2_000_000, ge=1_000, description="vectors kept in memory per replica")
+    kb_max_top_k: int = 50
+    # History (Redis lists or the DB fallback).
+    kb_history_max: int = Field(default=200, ge=1)
+    kb_history_ttl_s: int = 30 * 24 * 3600
+    # Public base path of the gateway's API, for links in tool results.
+    kb_api_base: str = "/api/v1"
+
 
 class ToolsPySettings(CommonSettings):
-    """tools_py needs nothing beyond the common settings; its own knobs are `SandboxSettings`
-    (`AGENTIX_SANDBOX_…`)."""
+    """tools_py: the sandbox of `code_exec` (`AGENTIX_SANDBOX_…`)."""
+
+    sandbox_concurrency: int = Field(default=4, ge=1)  # programs running at once (more wait their turn)
+    sandbox_max_timeout_s: float = 60.0
+    sandbox_max_memory_mb: int = 1024
+    sandbox_max_output: int = 64 * 1024
+    # Where throw-away working directories are made (default: the system temp dir).
+    sandbox_base_dir: Path | None = None
 
 
 class Settings(GatewaySettings, DispatcherSettings, ToolsGoSettings, ToolsPySettings):

@@ -17,6 +17,7 @@ older checkpoint never overwrites a newer one and a retry adds no revision.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from nats.js.kv import KeyValue
 
 from services.dispatcher.engine.checkpoint import Checkpoint
 from shared.bus.kv import key_subject, kv_get, kv_put
-from shared.bus.pipelined import pipeline_for
+from shared.bus.pipelined import ack_time_left, connection_number, pipeline_for
 from shared.bus.retry import BusWriteError, is_transient, settled, with_retries
 from shared.errors import AgentixError
 
@@ -39,6 +40,7 @@ class CheckpointWriteError(AgentixError, RuntimeError):
 
     code = "checkpoint_write_failed"
     http_status = 503
+    retryable = True
 
 
 @dataclass
@@ -47,6 +49,8 @@ class _Put:
     msg_id: str
     data: bytes
     ack: asyncio.Future[PubAck]
+    sent_at: float  # monotonic
+    connection: int  # `connection_number` when it was sent
 
 
 class KVCheckpointStore:
@@ -77,13 +81,15 @@ class KVCheckpointStore:
         await self._reap()
         # nats-py's KeyValue.put is publish-and-wait on "$KV.<bucket>.<key>"; this is the same
         # publish without the wait.
+        nc = self.kv._js._nc
+        sent_at, connection = time.monotonic(), connection_number(nc)
         try:
-            ack = await pipeline_for(self.kv._js._nc).publish(key_subject(self.kv, checkpoint.task_id), data,
-                                                              {"Nats-Msg-Id": msg_id})
+            ack = await pipeline_for(nc).publish(key_subject(self.kv, checkpoint.task_id), data,
+                                                 {"Nats-Msg-Id": msg_id})
         except Exception as exc:  # settled (retried) like a failed ack
             ack = asyncio.get_running_loop().create_future()
             ack.set_exception(exc)
-        put = _Put(checkpoint.task_id, msg_id, data, ack)
+        put = _Put(checkpoint.task_id, msg_id, data, ack, sent_at, connection)
         self._pending.append(put)
         self._latest[put.task_id] = put
         while len(self._pending) > MAX_PENDING:
@@ -108,7 +114,7 @@ class KVCheckpointStore:
 
     async def _settle(self, put: _Put) -> None:
         try:
-            await settled(put.ack)
+            await settled(put.ack, ack_time_left(self.kv._js._nc, put.sent_at, put.connection))
         except Exception as exc:
             if not is_transient(exc):
                 raise CheckpointWriteError(f"checkpoint write failed: {exc}") from exc

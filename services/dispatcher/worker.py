@@ -104,7 +104,9 @@ class Worker:
         self.bus = bus
         self.settings = pool.settings  # the dispatcher's own settings (the bus holds only the common ones)
         self.pool = pool
-        self.concurrency = concurrency or max(1, min(self.settings.task_max_ack_pending, 16))
+        # Held runs mostly wait on a model or a tool: as many as the setting allows, one task
+        # message each (the consumer's max_ack_pending bounds all dispatchers together).
+        self.concurrency = concurrency or self.settings.dispatcher_max_runs
         self.tools = CachedTools(ToolClient(bus))
         self.agent = ReactAgent(tool_timeout_s=self.settings.tool_timeout_s)
         self.evaluator = Evaluator()

@@ -127,6 +127,22 @@ class Workflow(GatewayModel, table=True):
     updated_at: datetime = _stamp()
 
 
+class WorkflowVersion(GatewayModel, table=True):
+    """Each save of a workflow (create or update) as it was: its DSL and the canvas layout."""
+
+    __tablename__ = "workflow_versions"
+    __table_args__ = (UniqueConstraint("workflow_id", "version", name="uq_workflow_versions_workflow_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    workflow_id: str = Field(index=True, max_length=64)
+    version: int
+    name: str = Field(max_length=200)
+    dsl: dict[str, Any] = _json(dict)
+    layout: dict[str, Any] | None = _json(None)
+    created_by: str = Field(max_length=64)
+    created_at: datetime = _stamp()
+
+
 class AuditEntry(GatewayModel, table=True):
     __tablename__ = "audit_log"
 

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
+from services.gateway import workflow_versions as versions
 from services.gateway.access.principal import Principal
 from services.gateway.dsl import check_dsl
 from services.gateway.ids import new_id
@@ -20,6 +21,8 @@ class WorkflowIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=200)
     dsl: dict[str, Any]
+    # Where the canvas placed each node (`{node_id: {x, y}}`): kept with the version, not in the DSL.
+    layout: dict[str, Any] | None = None
 
 
 def view(wf: Workflow, with_dsl: bool = True) -> dict[str, Any]:
@@ -46,7 +49,7 @@ def create(session: Session, user: Principal, body: WorkflowIn) -> dict[str, Any
     check_dsl(body.dsl)
     wf = Workflow(id=new_id("wf"), user_id=user.id, name=body.name, dsl=body.dsl)
     session.add(wf)
-    return view(wf)
+    return {**view(wf), "version": versions.record(session, wf, user, body.layout), "layout": body.layout}
 
 
 def update(session: Session, user: Principal, workflow_id: str, body: WorkflowIn) -> dict[str, Any]:
@@ -54,15 +57,26 @@ def update(session: Session, user: Principal, workflow_id: str, body: WorkflowIn
     check_dsl(body.dsl)
     wf.name, wf.dsl, wf.updated_at = body.name, body.dsl, now()
     session.add(wf)
-    return view(wf)
+    return {**view(wf), "version": versions.record(session, wf, user, body.layout), "layout": body.layout}
 
 
 def delete(session: Session, user: Principal, workflow_id: str) -> None:
     session.delete(load_owned(session, user, workflow_id))
+    versions.delete_all(session, workflow_id)
 
 
 def get(session: Session, user: Principal, workflow_id: str) -> dict[str, Any]:
-    return view(load_owned(session, user, workflow_id))
+    wf = load_owned(session, user, workflow_id)
+    last = versions.latest(session, wf.id)
+    return {**view(wf), "version": last.version if last else None, "layout": last.layout if last else None}
+
+
+def list_versions(session: Session, user: Principal, workflow_id: str) -> dict[str, Any]:
+    return {"items": versions.list_versions(session, load_owned(session, user, workflow_id).id)}
+
+
+def get_version(session: Session, user: Principal, workflow_id: str, number: int) -> dict[str, Any]:
+    return versions.get_version(session, load_owned(session, user, workflow_id).id, number)
 
 
 def list_page(session: Session, user: Principal, limit: int, cursor: str | None) -> Page:

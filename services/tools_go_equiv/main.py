@@ -12,7 +12,6 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from services.tools_go_equiv import runtime, tools
-from services.tools_go_equiv.config import KbSettings
 from services.tools_go_equiv.db import Db, create_schema
 from services.tools_go_equiv.ingest.worker import IngestWorker
 from services.tools_go_equiv.kb.embed import Embedders
@@ -37,11 +36,10 @@ log = logging.getLogger("agentix.tools_go")
 assert tools  # importing the package declared the tools
 
 
-async def start_runtime(settings: ToolsGoSettings, bus: Bus, kb_settings: KbSettings | None = None) -> runtime.Runtime:
-    kb = kb_settings or KbSettings()
+async def start_runtime(settings: ToolsGoSettings, bus: Bus) -> runtime.Runtime:
     db = Db(settings.db_url("tools"))
     await asyncio.to_thread(create_schema, db)
-    vectors = VectorCache(db, kb.vector_cache_rows)
+    vectors = VectorCache(db, settings.kb_vector_cache_rows)
     redis = None
     if settings.redis_url:  # the client library (~9 MB resident) only where Redis is configured
         from redis.asyncio import Redis
@@ -49,27 +47,24 @@ async def start_runtime(settings: ToolsGoSettings, bus: Bus, kb_settings: KbSett
         redis = Redis.from_url(settings.redis_url, decode_responses=True)
     rt = runtime.Runtime(
         settings=settings,
-        kb=kb,
         bus=bus,
         db=db,
-        embedders=Embedders(settings, kb),
+        embedders=Embedders(settings),
         vectors=vectors,
-        searcher=Searcher(db, vectors, kb.rrf_k, Reranker.from_settings(settings, kb), kb.rerank_depth),
+        searcher=Searcher(db, vectors, settings.kb_rrf_k, Reranker.from_settings(settings), settings.kb_rerank_depth),
         tools=ToolClient(bus, services=("py",)),
         redis=redis,
-        fact_model=LlmFactExtractor.from_settings(settings, kb),
+        fact_model=LlmFactExtractor.from_settings(settings),
     )
     runtime.install(rt)
     return rt
 
 
-async def run(
-    settings: ToolsGoSettings, stop: asyncio.Event | None = None, kb_settings: KbSettings | None = None
-) -> None:
+async def run(settings: ToolsGoSettings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     async with ServiceHost(settings, SERVICE, stop=stop) as host:
         bus = host.bus
-        rt = await start_runtime(settings, bus, kb_settings)
+        rt = await start_runtime(settings, bus)
         host.on_release("runtime", lambda: runtime.install(None))
         host.on_release("database", rt.db.close)
         host.on_release("database writer", rt.db.group.drain)  # released first: queued writes commit

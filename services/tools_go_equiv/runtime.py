@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from services.tools_go_equiv.config import KbSettings
 from services.tools_go_equiv.db.engine import Db
 from services.tools_go_equiv.kb.embed import Embedders
 from services.tools_go_equiv.kb.llm_facts import LlmFactExtractor
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Runtime:
-    settings: ToolsGoSettings
-    kb: KbSettings
+    settings: ToolsGoSettings  # the KB knobs too (`kb_…`)
     bus: Bus
     db: Db
     embedders: Embedders

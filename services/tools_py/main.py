@@ -7,7 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
-from services.tools_py import tools
+from services.tools_py import runtime, tools
 from services.tools_py.registry import registry
 from shared.bus.tools import serve_tools
 from shared.contract.heartbeat import Load
@@ -17,14 +17,18 @@ from shared.settings import ToolsPySettings
 
 SERVICE = "tools-py"
 log = logging.getLogger("agentix.tools_py")
+assert tools  # importing the package declared the tools
 
 
 async def run(settings: ToolsPySettings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     async with ServiceHost(settings, SERVICE, stop=stop) as host:
+        rt = runtime.Runtime.from_settings(settings)
+        runtime.install(rt)
+        host.on_release("runtime", lambda: runtime.install(None))
         server = await serve_tools(host.bus, registry)
         host.on_drain("tool calls", server.drain)
-        sandbox_reason = await tools.sandbox.sandbox.available()
+        sandbox_reason = await rt.sandbox.available()
         if sandbox_reason:
             log.warning("code_exec unavailable here: %s", sandbox_reason)
 

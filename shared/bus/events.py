@@ -7,15 +7,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
+from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, PubAck
 from nats.js.errors import NotFoundError
 
 from shared.bus.client import Bus
-from shared.bus.pipelined import pipeline_for
+from shared.bus.pipelined import ack_time_left, connection_number, pipeline_for
 from shared.bus.retry import ACK_TIMEOUT_S, is_transient, settled, with_retries
 from shared.contract.events import CHANNELS, AnyEvent, EventBase, parse_event
 
@@ -24,6 +27,25 @@ MAX_PENDING_ACKS = 512
 # events would be stored by the next leader before it is sent again, out of `n` order, so the
 # publisher stops and settles what is outstanding first. Shorter than an election (4–9 s).
 STALLED_ACK_S = 1.0
+# The server's heartbeat to an idle ordered consumer that reads a task's events: the client makes
+# a new consumer after two heartbeats without a message, and at most two more before the next
+# try — so this is how soon a reader notices that its consumer died with its node, and how long
+# after the meta group's election it asks again.
+READER_HEARTBEAT_S = 0.5
+_READER_CONTEXTS: weakref.WeakKeyDictionary[Client, JetStreamContext] = weakref.WeakKeyDictionary()
+
+
+def reader_js(bus: Bus) -> JetStreamContext:
+    """The JetStream context that readers of task events make their consumers with: its
+    requests — a consumer create, and the client's own re-create of an ordered consumer whose
+    node died — are given up on after ACK_TIMEOUT_S, as a write's are, and asked again
+    (`with_retries`; the client re-creates at its next missed heartbeat). With the default 5 s,
+    a create lost at the moment of an election, or on a connection that was dying, held a
+    feed's clients 5 s past it."""
+    context = _READER_CONTEXTS.get(bus.nc)
+    if context is None:
+        context = _READER_CONTEXTS[bus.nc] = bus.nc.jetstream(timeout=ACK_TIMEOUT_S)
+    return context
 
 
 @dataclass
@@ -98,7 +120,7 @@ class EventPublisher:
         return oldest.connection != self._connection() or time.monotonic() - oldest.sent_at >= self.stall_s
 
     def _connection(self) -> int:
-        return int(self.bus.nc.stats["reconnects"])
+        return connection_number(self.bus.nc)
 
     async def _send(self, subject: str, payload: bytes, msg_id: str) -> asyncio.Future[PubAck]:
         try:
@@ -114,7 +136,7 @@ class EventPublisher:
 
     async def _settle(self, sent: _Sent) -> None:
         try:
-            await settled(sent.ack)
+            await settled(sent.ack, ack_time_left(self.bus.nc, sent.sent_at, sent.connection))
             return
         except Exception as exc:
             if not is_transient(exc):
@@ -167,18 +189,21 @@ async def read_events(
     # The server sends only the channels read (following also needs `status`, where `done` is):
     # a catch-up that skips tokens does not download them all.
     read = sorted(wanted | ({"status"} if follow else set())) if wanted is not None else list(CHANNELS)
-    config = ConsumerConfig(
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after_seq > 0 else DeliverPolicy.ALL,
-        opt_start_seq=after_seq + 1 if after_seq > 0 else None,
-        filter_subjects=[bus.subjects.events(task_id, c) for c in read] if len(read) < len(CHANNELS) else None,
-    )
-    sub = await bus.js.subscribe(
+    def config() -> ConsumerConfig:  # a new one per try: the client writes its deliver subject into it
+        return ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after_seq > 0 else DeliverPolicy.ALL,
+            opt_start_seq=after_seq + 1 if after_seq > 0 else None,
+            filter_subjects=[bus.subjects.events(task_id, c) for c in read] if len(read) < len(CHANNELS) else None,
+        )
+
+    # Created through an election of the stream or of the meta group, as a write is.
+    sub = await with_retries(lambda: reader_js(bus).subscribe(
         bus.subjects.events_all(task_id),
         ordered_consumer=True,
-        idle_heartbeat=1.0,
-        config=config,
+        idle_heartbeat=READER_HEARTBEAT_S,
+        config=config(),
         stream=bus.names.events_stream,
-    )
+    ), what=f"reading the events of {task_id}")
     try:
         if not follow and await _nothing_after(bus, task_id, after_seq, read):
             return

@@ -28,6 +28,8 @@ from nats.aio.msg import Msg
 from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError
 
+from shared.bus.retry import ACK_TIMEOUT_S
+
 FORGET_S = 60.0
 _NO_RESPONDERS = "503"  # the `Status` header of a publish that no stream took
 
@@ -95,6 +97,22 @@ class PipelinedPublishes:
             if not future.done():
                 future.set_exception(TimeoutError(f"no ack within {FORGET_S:g}s"))
                 future.exception()  # seen: a caller that gave up on it long ago is not reported at exit
+
+
+def connection_number(nc: Client) -> int:
+    """Which of the client's connections a message goes out on now (its reconnects so far)."""
+    return int(nc.stats["reconnects"])
+
+
+def ack_time_left(nc: Client, sent_at: float, connection: int) -> float:
+    """How much longer the ack of a publish sent at `sent_at` (monotonic) on connection
+    `connection` may still be waited for: ACK_TIMEOUT_S from when it was sent, not from when the
+    wait begins — a publisher settling the acks a dead leader took with it, one after the other,
+    waited ACK_TIMEOUT_S for each in turn — and none once that connection was replaced (the
+    message died in the old socket, or with the server that held it)."""
+    if connection != connection_number(nc):
+        return 0.0
+    return max(0.0, sent_at + ACK_TIMEOUT_S - time.monotonic())
 
 
 _PIPELINES: weakref.WeakKeyDictionary[Client, PipelinedPublishes] = weakref.WeakKeyDictionary()

@@ -30,10 +30,11 @@ SERVICE_NAMES: dict[str, str] = {"go": "tools-go", "py": "tools-py"}
 
 
 class ToolFailure(AgentixError):
-    """Raise from a handler to answer `{ok:false, error:{code, message}}`."""
+    """Raise from a handler to answer `{ok:false, error:{code, message, retryable}}`;
+    `retryable` when the same call may succeed later (a store that is down, not a bad request)."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message, code=code)
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message, code=code, retryable=retryable)
 
 
 @dataclass
@@ -215,7 +216,7 @@ class ToolServer:
         try:
             result = await spec.handler(args, ToolContext(meta=req.meta, bus=self.bus))
         except ToolFailure as exc:
-            return ToolReply.failure(exc.code, exc.message)
+            return ToolReply.failure(exc.code, exc.message, retryable=exc.retryable)
         except Exception as exc:
             log.exception("tool %s failed", spec.name)
             return ToolReply.failure("internal", f"{spec.name} failed: {type(exc).__name__}")
@@ -330,10 +331,11 @@ class ToolClient:
             msg = await self.bus.nc.request(
                 self.bus.subjects.tool(service, tool), payload, timeout=timeout, headers=inject_headers()
             )
-        except NoRespondersError:
-            return ToolReply.failure("unavailable", f"no instance of tools-{service} is serving {tool!r}")
+        except NoRespondersError:  # a service restarting, or not started yet
+            return ToolReply.failure("unavailable", f"no instance of tools-{service} is serving {tool!r}",
+                                     retryable=True)
         except (NatsTimeout, TimeoutError):
-            return ToolReply.failure("timeout", f"{tool} did not answer within {timeout:g}s")
+            return ToolReply.failure("timeout", f"{tool} did not answer within {timeout:g}s", retryable=True)
         try:
             return ToolReply.model_validate_json(msg.data)
         except ValidationError:

@@ -80,8 +80,12 @@ class ToolRequest(Contract):
 
 
 class ToolError(Contract):
+    """`retryable`: the same call may succeed later (the service or server is restarting, a
+    store is unreachable, the call timed out); false when the call itself is refused."""
+
     code: str
     message: str
+    retryable: bool = False
 
 
 class ToolReply(Contract):
@@ -94,5 +98,5 @@ class ToolReply(Contract):
         return cls(ok=True, result=result)
 
     @classmethod
-    def failure(cls, code: str, message: str) -> ToolReply:
-        return cls(ok=False, error=ToolError(code=code, message=message))
+    def failure(cls, code: str, message: str, *, retryable: bool = False) -> ToolReply:
+        return cls(ok=False, error=ToolError(code=code, message=message, retryable=retryable))

@@ -40,7 +40,7 @@ def test_a_crash_looping_service_stops_up_naming_it_and_its_last_lines(tmp_path:
     assert code == 1, up.output[-3000:]
     assert "tools-py is crash-looping: 5 exits within 60 s, the last with exit code 1" in up.output
     last = up.output[up.output.index("last output of tools-py:"):]
-    assert "validation error for SandboxSettings" in last and "Input should be a valid integer" in last
+    assert "validation error for ToolsPySettings" in last and "Input should be a valid integer" in last
     state = up.process("tools-py")
     assert state is not None and (state["state"], state["restarts"]) == ("crash-loop", 4)
     assert {p["state"] for p in up.processes() if p["name"] != "tools-py"} == {"stopped"}

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import nats.errors
 import pytest
 from pydantic import BaseModel
 
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
 from shared.bus.dead_letters import DeadLetters
-from shared.bus.events import EventPublisher, last_event_n, read_events
+from shared.bus.events import EventPublisher, last_event_n, read_events, reader_js
 from shared.bus.heartbeat import Heartbeater, gather_health, serve_health
 from shared.bus.tools import ToolClient, ToolContext, ToolFailure, ToolRegistry, serve_tools
 from shared.contract.events import DoneEvent, NodeStartEvent, StatusEvent, TokenEvent
@@ -76,18 +77,19 @@ async def test_read_events_asks_the_server_for_the_channels_read_only(bus: Bus) 
         await pub.emit(TokenEvent(task_id="", node_id="a", text=f"w{i}"))
     await pub.flush()
     delivered: list[str] = []
-    real_subscribe = bus.js.subscribe
+    reader = reader_js(bus)
+    real_subscribe = reader.subscribe
 
     async def counting_subscribe(*args: Any, **kwargs: Any) -> Any:
         sub = await real_subscribe(*args, **kwargs)
         delivered.append(",".join(kwargs["config"].filter_subjects or []))
         return sub
 
-    bus.js.subscribe = counting_subscribe  # type: ignore[method-assign]
+    reader.subscribe = counting_subscribe  # type: ignore[method-assign]
     try:
         seen = [ev.type async for _, ev in read_events(bus, "t3", channels=("status", "exec"), follow=False)]
     finally:
-        bus.js.subscribe = real_subscribe  # type: ignore[method-assign]
+        reader.subscribe = real_subscribe  # type: ignore[method-assign]
     assert seen == ["status", "node.start"]
     assert delivered == [f"{bus.subjects.events('t3', 'exec')},{bus.subjects.events('t3', 'status')}"]
     # Only tokens after node.start: a status+exec read from there has nothing and ends at once.
@@ -101,6 +103,28 @@ async def test_read_events_asks_the_server_for_the_channels_read_only(bus: Bus) 
 
 async def test_empty_log_without_follow_ends(bus: Bus) -> None:
     assert [x async for x in read_events(bus, "nobody", follow=False)] == []
+
+
+async def test_read_events_waits_for_a_leader_to_create_its_consumer(bus: Bus, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer create that times out (the stream or the meta group electing a leader) is
+    asked again, with a consumer config of its own each time, instead of failing the reader."""
+    publisher = EventPublisher(bus, "t4")
+    await publisher.emit(StatusEvent(task_id="t4", status="running"))
+    await publisher.emit(DoneEvent(task_id="t4", status="done"))
+    await publisher.flush()
+    reader = reader_js(bus)  # readers make their consumers with this context (2 s requests)
+    real = reader.subscribe
+    configs: list[object] = []
+
+    async def no_leader_yet(*args: Any, **kwargs: Any) -> Any:
+        configs.append(kwargs["config"])
+        if len(configs) <= 2:
+            raise nats.errors.TimeoutError
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(reader, "subscribe", no_leader_yet)
+    assert [ev.type async for _, ev in read_events(bus, "t4")] == ["status", "done"]
+    assert len(configs) == 3 and len({id(c) for c in configs}) == 3
 
 
 class EchoArgs(BaseModel):

@@ -538,6 +538,41 @@ async def test_workflow_crud_and_run_by_id(alice: httpx.AsyncClient, bob: httpx.
     assert_problem(await alice.get(f"/api/v1/workflows/{wf_id}"), 404)
 
 
+async def test_every_save_of_a_workflow_is_a_version_with_its_layout(
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient
+) -> None:
+    layout = {"in": {"x": 0, "y": 0}, "ans": {"x": 240, "y": 0}, "out": {"x": 480, "y": 0}}
+    made = (await alice.post("/api/v1/workflows", json={"name": "v", "dsl": DSL, "layout": layout})).json()
+    assert made["version"] == 1
+    wf = f"/api/v1/workflows/{made['id']}"
+    again = (await alice.put(wf, json={"name": "v", "dsl": APPROVAL_DSL})).json()
+    assert again["version"] == 2
+    got = (await alice.get(wf)).json()
+    assert (got["version"], got["layout"], got["dsl"]) == (2, None, APPROVAL_DSL)
+    listed = (await alice.get(f"{wf}/versions")).json()["items"]
+    assert [(v["version"], v["nodes"]) for v in listed] == [(2, 3), (1, 3)]
+    first = (await alice.get(f"{wf}/versions/1")).json()
+    assert (first["dsl"], first["layout"], first["created_by"]) == (DSL, layout, "alice")
+    assert_problem(await alice.get(f"{wf}/versions/9"), 404)
+    assert_problem(await bob.get(f"{wf}/versions"), 404)
+    assert_problem(await bob.get(f"{wf}/versions/1"), 404)
+    # Restoring is saving an old version again: the history grows, nothing is lost.
+    restored = (await alice.put(wf, json={"name": "v", "dsl": first["dsl"], "layout": first["layout"]})).json()
+    assert restored["version"] == 3 and (await alice.get(wf)).json()["layout"] == layout
+    assert (await alice.delete(wf)).status_code == 204
+    assert_problem(await alice.get(f"{wf}/versions/1"), 404)
+
+
+async def test_dsl_kinds_lists_every_kind_with_its_config_schema(alice: httpx.AsyncClient) -> None:
+    kinds = (await alice.get("/api/v1/dsl/kinds")).json()["kinds"]
+    by_kind = {k["kind"]: k for k in kinds}
+    assert list(by_kind) == ["input", "retriever", "agent", "tool", "branch", "map", "coordinator", "dual", "approval",
+                             "output"]
+    assert by_kind["agent"]["config_schema"]["required"] == ["prompt"]
+    assert by_kind["branch"]["outputs"] == ["true", "false"]
+    assert by_kind["input"]["config_schema"]["properties"]["schema"]  # the DSL's name, not the model's
+
+
 # ---- cross-cutting ------------------------------------------------------------------------------
 
 

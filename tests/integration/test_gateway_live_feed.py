@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
+import nats.errors
 import pytest
 
 from services.gateway.embedded import EmbeddedGateway
@@ -16,7 +17,7 @@ from services.gateway.runs import feed as feed_module
 from services.gateway.runs.feed import RunFeeds
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
-from shared.bus.events import EventPublisher, read_events
+from shared.bus.events import EventPublisher, read_events, reader_js
 from shared.contract.events import DoneEvent, NodeStartEvent, StatusEvent, TokenEvent
 from tests.integration.test_gateway_sse import DSL, frames
 from tests.support.wait import eventually
@@ -119,3 +120,57 @@ async def test_a_feed_opened_for_a_task_that_was_not_queued_is_let_go(bus: Bus, 
         return len(bus.nc._subs) == subscriptions
 
     await eventually(let_go)
+
+
+async def test_a_feed_opened_while_the_stream_has_no_leader_reads_it_once_there_is_one(
+    bus: Bus, feeds: RunFeeds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating the feed's consumer times out while the events stream (or the meta group) elects
+    a leader: the feed asks again, with a consumer config of its own each time (the client writes
+    its deliver subject into the one it is given), and its clients get every event — not an
+    `event_feed_failed` that ends their streams."""
+    publisher = EventPublisher(bus, "t_election")
+    await publisher.emit(StatusEvent(task_id="t_election", status="running"))
+    await publisher.emit(TokenEvent(task_id="t_election", node_id="ans", text="x"))
+    await publisher.emit(DoneEvent(task_id="t_election", status="done"))
+    await publisher.flush()
+    reader = reader_js(bus)  # readers make their consumers with this context (2 s requests)
+    real = reader.subscribe
+    configs: list[object] = []
+
+    async def no_leader_yet(*args: object, **kwargs: object) -> object:
+        configs.append(kwargs["config"])
+        if len(configs) <= 2:
+            raise nats.errors.TimeoutError  # what a consumer create gets while there is no leader
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reader, "subscribe", no_leader_yet)
+    got = await asyncio.wait_for(collect(feeds, "t_election"), 20)
+    assert [kind for _, kind in got] == ["status", "token", "done"]
+    assert len(configs) == 3 and len({id(c) for c in configs}) == 3
+
+
+async def test_a_feed_whose_consumer_died_with_its_node_reads_on_from_a_new_one(
+    bus: Bus, feeds: RunFeeds
+) -> None:
+    """A feed's consumer (one replica, on one node) goes when that node dies. The server beats
+    to an idle consumer every 0.5 s and the client replaces one after two missed beats, so the
+    feed reads on from where it was within about a second, and its clients miss nothing."""
+    publisher = EventPublisher(bus, "t_node")
+    await publisher.emit(StatusEvent(task_id="t_node", status="running"))
+    await publisher.flush()
+    before = {c.name for c in await bus.js.consumers_info(bus.names.events_stream)}
+    reader = asyncio.create_task(collect(feeds, "t_node"))
+
+    async def its_consumer() -> str | None:
+        mine = [c for c in await bus.js.consumers_info(bus.names.events_stream) if c.name not in before]
+        return mine[0].name if len(mine) == 1 and feeds.feeds["t_node"].last_seq else None
+
+    name = await eventually(its_consumer)
+    info = await bus.js.consumer_info(bus.names.events_stream, name)
+    assert info.config.idle_heartbeat == 0.5
+    await bus.js.delete_consumer(bus.names.events_stream, name)  # as its node's death takes it
+    await publisher.emit(TokenEvent(task_id="t_node", node_id="ans", text="x"))
+    await publisher.emit(DoneEvent(task_id="t_node", status="done"))
+    got = await asyncio.wait_for(reader, 30)
+    assert [kind for _, kind in got] == ["status", "token", "done"]

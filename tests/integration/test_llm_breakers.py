@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from nats.js.kv import KeyValue
 
 from services.dispatcher.llm import breaker as breaker_module
 from services.dispatcher.llm.api import LLMRequest
@@ -193,6 +194,50 @@ async def test_a_watched_store_answers_a_healthy_model_without_reading_the_kv(
         assert reads == []  # ten breaker checks (an admit and a success per call), no KV read
     finally:
         await pool.aclose()
+
+
+async def test_after_a_reconnect_the_copy_answers_while_the_bucket_cannot_be_watched(
+    srv: oai.OpenAIServer, bus: Bus, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reconnect starts a new watcher; while it cannot start (the bucket has no leader: its
+    requests wait out their timeouts, here forever), model calls are answered from the copy —
+    no KV read and no lookup of the bucket, each of which waited out a timeout per call."""
+    store = await watched(bus)
+    watcher = store._watch_task
+    reads: list[str] = []
+    lookups: list[str] = []
+    real_get, real_lookup = breaker_module.kv_get, bus.js.key_value
+    no_leader = asyncio.Event()  # never set
+
+    async def counted_get(kv: object, key: str) -> object:
+        reads.append(key)
+        return await real_get(kv, key)  # type: ignore[arg-type]
+
+    async def counted_lookup(bucket: str) -> object:
+        lookups.append(bucket)
+        return await real_lookup(bucket)
+
+    async def leaderless_watch(self: object, *args: object, **kwargs: object) -> object:
+        await no_leader.wait()
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(breaker_module, "kv_get", counted_get)
+    monkeypatch.setattr(bus.js, "key_value", counted_lookup)
+    monkeypatch.setattr(KeyValue, "watch", leaderless_watch)
+    await bus.nc.force_reconnect()
+    await eventually(lambda: _restarted(store, watcher))
+    pool = make_pool(settings, srv.url, Clock(), breaker_store=store)
+    try:
+        for _ in range(3):
+            assert (await pool.pinned().complete(LLMRequest(messages=MESSAGES))).model == "primary"
+        assert reads == [] and lookups == []
+    finally:
+        await pool.aclose()
+        await store.stop()
+
+
+async def _restarted(store: KVBreakerStore, before: asyncio.Task[None] | None) -> bool:
+    return store._watch_task is not before
 
 
 async def test_a_trip_reaches_a_watching_replica_and_a_write_from_a_copy_behind_is_decided_again(

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from services.tools_go_equiv.config import KbSettings
 from shared.settings import Settings
 from tests.integration.test_tools_support import (
     InProcess,
@@ -39,7 +38,7 @@ class Env:
 @pytest.fixture
 async def env(backend: Settings) -> AsyncIterator[Env]:
     async with connected(backend) as bus:
-        services = await InProcess(backend, KbSettings(history_max=5)).start()
+        services = await InProcess(backend.model_copy(update={"kb_history_max": 5})).start()
         tools = Tools(bus)
         await tools.ready()
         rows = Rows(backend.db_url("tools"))
@@ -243,7 +242,7 @@ async def test_history_in_the_database_is_capped(env: Env) -> None:
 async def test_history_in_redis_is_capped(settings: Settings, redis_url: str, redis_prefix: str) -> None:
     cfg = settings.model_copy(update={"redis_url": redis_url, "redis_key_prefix": redis_prefix})
     async with connected(cfg) as bus:
-        services = await InProcess(cfg, KbSettings(history_max=5)).start()
+        services = await InProcess(cfg.model_copy(update={"kb_history_max": 5})).start()
         try:
             t = Tools(bus)
             await t.ready()
@@ -265,9 +264,10 @@ async def test_remote_embeddings_from_an_openai_compatible_endpoint(settings: Se
     from tests.support.openai_server import OpenAIServer
 
     async with OpenAIServer(embedding_dim=48) as srv:
-        cfg = settings.model_copy(update={"llm_base_url": srv.url, "llm_api_key": "k"})
+        cfg = settings.model_copy(update={"llm_base_url": srv.url, "llm_api_key": "k",
+                                          "kb_embed_model": "text-embedding-3-small", "kb_embed_batch": 8})
         async with connected(cfg) as bus:
-            services = await InProcess(cfg, KbSettings(embed_model="text-embedding-3-small", embed_batch=8)).start()
+            services = await InProcess(cfg).start()
             try:
                 t = Tools(bus)
                 await t.ready()

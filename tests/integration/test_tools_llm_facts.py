@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.tools_go_equiv.config import KbSettings
 from shared.settings import Settings
 from tests.integration.test_tools_support import InProcess, Tools, connected
 from tests.support.openai_server import OpenAIServer, reply, server_error
@@ -25,10 +24,10 @@ def scripted() -> Iterator[OpenAIServer]:
 async def test_model_facts_and_fallback(settings: Settings, scripted: OpenAIServer) -> None:
     answer = {"facts": [{"subject": "Orion", "relation": "runs on", "object": "Zephyr Cluster"}]}
     scripted.script([reply(json.dumps(answer))], model="facts-test")
-    kb = KbSettings(facts_model="facts-test", facts_base_url=scripted.url)
+    cfg = settings.model_copy(update={"kb_facts_model": "facts-test", "kb_facts_base_url": scripted.url})
     user = f"u-{uuid.uuid4().hex[:6]}"
     async with connected(settings) as bus:
-        services = await InProcess(settings, kb).start()
+        services = await InProcess(cfg).start()
         try:
             t = Tools(bus)
             await t.ready()

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.tools_go_equiv.config import KbSettings
 from shared.settings import Settings
 from tests.integration.test_tools_support import InProcess, Tools, connected, corpus_doc
 from tests.support.openai_server import OpenAIServer, server_error
@@ -25,10 +24,11 @@ def scripted() -> AsyncIterator[OpenAIServer]:
 async def test_hybrid_results_are_reranked_and_a_failing_reranker_is_survived(
     settings: Settings, scripted: OpenAIServer
 ) -> None:
-    kb = KbSettings(rerank_model="rerank-test", rerank_base_url=scripted.url, rerank_depth=10)
+    cfg = settings.model_copy(update={"kb_rerank_model": "rerank-test", "kb_rerank_base_url": scripted.url,
+                                     "kb_rerank_depth": 10})
     user = f"u-{uuid.uuid4().hex[:6]}"
     async with connected(settings) as bus:
-        services = await InProcess(settings, kb).start()
+        services = await InProcess(cfg).start()
         try:
             t = Tools(bus)
             await t.ready()

@@ -19,7 +19,6 @@ from sqlalchemy import create_engine, text
 import services.tools_go_equiv.main as go_main
 import services.tools_py.main as py_main
 from services.gateway.embedded import EmbeddedGateway
-from services.tools_go_equiv.config import KbSettings
 from shared.bus import Bus
 from shared.bus.events import read_events
 from shared.bus.tools import ToolClient
@@ -84,8 +83,8 @@ SHUTDOWN_S = 60.0  # the ingestion worker's own grace for running batches is 25 
 class InProcess:
     """tools_py and tools_go_equiv `run()` as tasks of the test's event loop."""
 
-    def __init__(self, settings: Settings, kb: KbSettings | None = None, go: bool = True, py: bool = True) -> None:
-        self.settings, self.kb, self.go, self.py = settings, kb, go, py
+    def __init__(self, settings: Settings, go: bool = True, py: bool = True) -> None:
+        self.settings, self.go, self.py = settings, go, py
         self.stops: list[tuple[asyncio.Event, asyncio.Task[Any]]] = []
 
     async def start(self) -> InProcess:
@@ -94,7 +93,7 @@ class InProcess:
             self.stops.append((stop, asyncio.create_task(py_main.run(self.settings, stop))))
         if self.go:
             stop = asyncio.Event()
-            self.stops.append((stop, asyncio.create_task(go_main.run(self.settings, stop, self.kb))))
+            self.stops.append((stop, asyncio.create_task(go_main.run(self.settings, stop))))
         return self
 
     async def stop(self) -> None:

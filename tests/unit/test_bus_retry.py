@@ -12,6 +12,7 @@ import nats.errors
 import nats.js.errors
 import pytest
 
+from shared.bus import retry as retry_module
 from shared.bus.retry import (
     FIRST_CONNECTION,
     BusDeclareError,
@@ -74,6 +75,29 @@ async def test_a_permanent_error_is_raised_at_once() -> None:
     with pytest.raises(nats.js.errors.KeyWrongLastSequenceError):
         await with_retries(write, what="w")
     assert calls == 1
+
+
+async def test_through_a_long_election_a_write_is_tried_again_at_least_every_250_ms(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new leader's first write comes at the next try: the backoff must stay short, or work
+    resumes up to a whole backoff after the election (1 s, when it doubled up to 1 s)."""
+    waits: list[float] = []
+
+    async def recorded(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr(retry_module.asyncio, "sleep", recorded)
+    tries = 0
+
+    async def write() -> str:
+        nonlocal tries
+        tries += 1
+        if tries <= 40:  # an election: answered at once with "no responders"
+            raise nats.js.errors.NoStreamResponseError
+        return "stored"
+
+    assert await with_retries(write, what="w") == "stored"
+    assert waits[0] == 0.05 and max(waits) == 0.25 and waits[-1] == 0.25
 
 
 async def test_no_leader_for_the_whole_period_is_a_clear_error() -> None:

@@ -30,11 +30,10 @@ DEFERRED = {
 START = {  # what the start builds beyond imports, without a bus or a database
     "services.gateway.__main__": "from services.gateway import app",
     "services.tools_go_equiv.main": """
-        from services.tools_go_equiv.config import KbSettings
         from services.tools_go_equiv.kb.embed import Embedders
         from shared.settings import ToolsGoSettings
 
-        Embedders(ToolsGoSettings(), KbSettings())
+        Embedders(ToolsGoSettings())
     """,
 }
 

@@ -27,10 +27,11 @@ class ModelNotice:
 class LLMError(AgentixError):
     """A model call failed for good (after retries and failover). `code` is one of
     rate_limited, timeout, model_not_found, auth, context_too_long, bad_request, unavailable,
-    stream_broken, no_model. `notices`: what the breakers did before it failed."""
+    stream_broken, no_model. `retryable`: a later call may succeed (what failed may pass by
+    itself). `notices`: what the breakers did before it failed."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message, code=code)
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message, code=code, retryable=retryable)
         self.notices: list[ModelNotice] = []
 
 

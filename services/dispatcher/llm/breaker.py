@@ -85,8 +85,12 @@ class KVBreakerStore:
     success that changes nothing (every call of a healthy model) is answered from that copy with
     no KV read, and a change is a compare-and-set on the revision the copy holds, so a copy that
     is behind another replica's write makes the write fail and be decided again on a fresh read.
-    Until the watcher has delivered the current values (and after it stopped, until a new one
-    has), every call reads the KV as it did without one."""
+    Until a watcher has first delivered the current values, every call reads the KV as it did
+    without one. After that the copy keeps answering while a watcher is started again (after a
+    reconnect, or when an election of the bucket ended it): it is behind by at most that gap, and
+    the compare-and-set above corrects it. Reading the KV instead held every model call for the
+    bucket's request timeouts exactly when it had no leader — a reconnect is often a node's death,
+    which the bucket's leader may have died with."""
 
     MAX_CAS_TRIES = 20
 
@@ -94,7 +98,7 @@ class KVBreakerStore:
         self.bus = bus
         self._kv: Any = None
         self._known: dict[str, _Known] = {}
-        self._watching = False  # the copy holds every current value and follows changes
+        self._watching = False  # a watcher delivered every current value: the copy answers
         self._watch_task: asyncio.Task[None] | None = None
 
     async def _bucket(self) -> Any:
@@ -113,7 +117,6 @@ class KVBreakerStore:
         self._restart_watch()
 
     def _restart_watch(self) -> None:
-        self._watching = False
         if self._watch_task is not None:
             self._watch_task.cancel()
         self._watch_task = asyncio.create_task(self._watch_loop(), name="breaker-watch")
@@ -125,7 +128,8 @@ class KVBreakerStore:
     async def _watch_loop(self) -> None:
         while True:
             try:
-                self._kv = None
+                # The bucket's handle is kept: looking it up again is a request to the bucket's
+                # leader, which waited out its timeout while there was none.
                 watcher = await (await self._bucket()).watch(BREAKER_PREFIX + ">")
                 async for entry in watcher:
                     if entry is None:  # every current value has been delivered
@@ -136,8 +140,7 @@ class KVBreakerStore:
                 return
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # an election ended it: read the KV until a new one is caught up
-                self._watching = False
+            except Exception as exc:  # an election ended it: the copy answers until a new one is caught up
                 log.warning("breaker watcher stopped (%s); watching again", exc)
                 await asyncio.sleep(WATCH_RETRY_S)
 

@@ -1,5 +1,5 @@
 """A streamed chat completion read as plain dicts: the response's Server-Sent Events decoded
-line by line, each `data:` payload parsed with orjson (a streamed completion is a chunk per
+from each read of the body, each `data:` payload parsed with orjson (a streamed completion is a chunk per
 token: the stdlib's parser took 4% of the dispatcher's CPU on the e2e bench's runs, orjson a
 quarter of that).
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable
 from typing import Any
 
 import orjson
@@ -26,39 +26,53 @@ DRAIN_S = 0.1
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek, vLLM, OpenRouter extras
 
 
-async def sse_data(body: AsyncIterable[bytes]) -> AsyncIterator[str]:
-    """The `data` of each event of an SSE stream, read from the response body's bytes (several
-    `data:` lines joined by newlines, as the SSE spec says); comments, `event:`, `id:` and
-    `retry:` fields are skipped. Lines end with LF, CRLF or CR; SSE is UTF-8.
+class SSEDecoder:
+    """The `data` of each event of an SSE stream, decoded from the response body's bytes as they
+    are read (several `data:` lines joined by newlines, as the SSE spec says); comments,
+    `event:`, `id:` and `retry:` fields are skipped. Lines end with LF, CRLF or CR; SSE is UTF-8.
 
-    Read from the bytes as they arrive, not line by line through a text decoder: that is more
-    async generators per network read, and a streamed completion is one read per token."""
-    pending = b""  # the start of a line whose end has not arrived
-    skip_lf = False  # the last read ended with CR: a LF opening this one completes a CRLF
-    data: list[str] = []
-    async for chunk in body:
+    Fed whatever one read of the body returned, not line by line through a text decoder nor
+    through async generators: a read may hold one event or several (`endpoint` reads a stream
+    at most once per token interval), and each layer of awaiting per event cost CPU per token."""
+
+    def __init__(self) -> None:
+        self._pending = b""  # the start of a line whose end has not arrived
+        self._skip_lf = False  # the last read ended with CR: a LF opening the next one completes a CRLF
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The events this read completed, in order."""
         if not chunk:
-            continue
-        if skip_lf and chunk.startswith(b"\n"):
+            return []
+        if self._skip_lf and chunk.startswith(b"\n"):
             chunk = chunk[1:]
-        skip_lf = False
-        if pending:
-            chunk = pending + chunk
+        self._skip_lf = False
+        if self._pending:
+            chunk = self._pending + chunk
         if b"\r" in chunk:
-            skip_lf = chunk.endswith(b"\r")
+            self._skip_lf = chunk.endswith(b"\r")
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, pending = chunk.split(b"\n")
+        *lines, self._pending = chunk.split(b"\n")
+        events: list[str] = []
+        data = self._data
         for line in lines:
             if not line:
                 if data:
-                    yield "\n".join(data)
-                    data = []
+                    events.append("\n".join(data))
+                    data.clear()
             elif line.startswith(b"data:"):
                 data.append(_value(line))
-    if pending.startswith(b"data:"):  # the stream ended inside a line
-        data.append(_value(pending))
-    if data:  # the stream ended without the blank line that closes its last event
-        yield "\n".join(data)
+        return events
+
+    def end(self) -> list[str]:
+        """At the end of the body: an event it left unterminated (a line without its newline, or
+        an event without the blank line that closes it)."""
+        if self._pending.startswith(b"data:"):
+            self._data.append(_value(self._pending))
+        self._pending = b""
+        events = ["\n".join(self._data)] if self._data else []
+        self._data = []
+        return events
 
 
 def _value(line: bytes) -> str:
@@ -67,24 +81,53 @@ def _value(line: bytes) -> str:
     return (line[6:] if line.startswith(b"data: ") else line[5:]).decode(errors="replace")
 
 
-async def chat_chunks(body: AsyncIterable[bytes], model: str) -> AsyncIterator[dict[str, Any]]:
-    """Each chunk of a streamed chat completion, until `[DONE]` or the end of the stream.
-    Raises `json.JSONDecodeError` for a payload that is not JSON and `AttemptError`
-    (`stream_broken`) for an error event or a chunk that is not an object."""
-    async for data in sse_data(body):
-        if data.startswith(DONE):
-            await drain(body)
-            return
+class ChatChunks:
+    """The chunks of a streamed chat completion, as dicts, from the body's reads: `feed` gives
+    the chunks a read completed, `end` those the body's end completed; `done` once `[DONE]`
+    came (what follows it is ignored).
+
+    A payload that is not JSON (`json.JSONDecodeError`), an error event or a chunk that is not
+    an object (`AttemptError`, `stream_broken`) ends the stream: it becomes `failure`, and the
+    chunks before it in the same read are still given, so what the model said before its
+    stream broke reaches the caller, as it would have had each chunk come in a read of its own."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.done = False
+        self.failure: Exception | None = None
+        self._events = SSEDecoder()
+
+    def feed(self, read: bytes) -> list[dict[str, Any]]:
+        return self._chunks(self._events.feed(read))
+
+    def end(self) -> list[dict[str, Any]]:
+        return self._chunks(self._events.end())
+
+    def _chunks(self, events: list[str]) -> list[dict[str, Any]]:
+        chunks: list[dict[str, Any]] = []
+        for data in events:
+            if self.done or self.failure is not None:
+                break
+            if data.startswith(DONE):
+                self.done = True
+                break
+            try:
+                chunks.append(self._chunk(data))
+            except (json.JSONDecodeError, AttemptError) as exc:
+                self.failure = exc
+        return chunks
+
+    def _chunk(self, data: str) -> dict[str, Any]:
         chunk = _parse(data)
         if not isinstance(chunk, dict):
-            raise AttemptError("stream_broken", f"model {model!r} sent a malformed response: a chunk that is not "
-                                                f"a JSON object: {data[:200]}")
+            raise AttemptError("stream_broken", f"model {self.model!r} sent a malformed response: a chunk that is "
+                                                f"not a JSON object: {data[:200]}")
         error = chunk.get("error")
         if error:
             message = error.get("message") if isinstance(error, dict) else None
-            raise AttemptError("stream_broken", f"model {model!r} sent an error in its stream: "
+            raise AttemptError("stream_broken", f"model {self.model!r} sent an error in its stream: "
                                                 f"{message if isinstance(message, str) and message else error}")
-        yield chunk
+        return chunk
 
 
 def _parse(data: str) -> Any:

@@ -8,18 +8,24 @@ import asyncio
 import json
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import aiohttp
 
 from services.dispatcher.llm.api import LLMRequest, ToolCallRequest
-from services.dispatcher.llm.chunks import chat_chunks, reasoning_of, usage_of
+from services.dispatcher.llm.chunks import ChatChunks, drain, reasoning_of, usage_of
 from services.dispatcher.llm.errors import MODEL_EXCEPTIONS, AttemptError, error_body, status_error, transport_error
 from services.dispatcher.llm.offline import offline_answer, stream_pieces
 from services.dispatcher.llm.offline_tools import tool_call as offline_tool_call
 from shared.contract.models import ModelConfig
+
+
+class ReadPace(Protocol):
+    """When a streamed answer's next read is due (`deltas.DeltaStream`): what is read sooner
+    would only wait there."""
+
+    def read_wait(self) -> float: ...
 
 
 class RawSink(Protocol):
@@ -46,7 +52,8 @@ class Endpoint(Protocol):
 
     def params(self, request: LLMRequest) -> dict[str, Any]: ...
 
-    async def generate(self, request: LLMRequest, sink: RawSink | None) -> Generation: ...
+    async def generate(self, request: LLMRequest, sink: RawSink | None, *, pace: ReadPace | None = None
+                       ) -> Generation: ...
 
     async def aclose(self) -> None: ...
 
@@ -152,7 +159,9 @@ class OpenAIEndpoint:
             body.update(extra)
         return body
 
-    async def generate(self, request: LLMRequest, sink: RawSink | None) -> Generation:
+    async def generate(self, request: LLMRequest, sink: RawSink | None, *, pace: ReadPace | None = None
+                       ) -> Generation:
+        """One attempt. A streamed answer with a `sink` is read when `pace` says (`_consume`)."""
         name = self.config.name
         try:
             response = await self._http().post(self.url, data=json.dumps(self._body(request)).encode(),
@@ -164,7 +173,7 @@ class OpenAIEndpoint:
                 raise status_error(response.status, response.headers, await error_body(response), name)
             if not request.stream:
                 return self._complete(await self._read_json(response))
-            return await self._consume(response.content.iter_any(), sink)
+            return await self._consume(response, sink, pace if sink is not None else None)
         finally:
             response.release()
 
@@ -189,43 +198,87 @@ class OpenAIEndpoint:
         return Generation(msg.get("content") or "", reasoning_of(msg) or "", calls, usage_of(data),
                           choice.get("finish_reason"))
 
-    async def _consume(self, body: AsyncIterator[bytes], sink: RawSink | None) -> Generation:
-        text: list[str] = []
-        thinking: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        usage: tuple[int, int] | None = None
-        finish: str | None = None
-        chunks = chat_chunks(body, self.config.name)
-        while True:
+    async def _consume(self, response: aiohttp.ClientResponse, sink: RawSink | None,
+                       pace: ReadPace | None) -> Generation:
+        """Read the stream, each read's chunks at once, handing the sink what each read added.
+
+        With `pace` a read waits until what it would hand the sink can go out (`ReadPace`): the
+        model's chunks that come meanwhile are buffered and taken in one read, so a model that
+        sends a chunk every 15 ms wakes the dispatcher once per token interval (`deltas.py`)
+        instead of once per chunk. The first read after a quiet spell is taken as soon as it
+        comes, and so is the body's end."""
+        answer = _Answer()
+        chunks = ChatChunks(self.config.name)
+        content = response.content
+        paced = _PacedReads(content, pace) if pace is not None else None
+        while not chunks.done:
             try:
-                chunk = await anext(chunks)
-            except StopAsyncIteration:
-                break
+                read = await (paced.read() if paced is not None else content.readany())
             except MODEL_EXCEPTIONS as exc:  # only the read is classified, not the sink
                 raise transport_error(exc, self.config.name, self.timeout_s, answering=True) from exc
-            usage = usage_of(chunk) or usage
+            pieces = answer.take(chunks.feed(read) if read else chunks.end())
+            if sink is not None:
+                for kind, text, call in pieces:
+                    await sink(kind, text, call)
+            if chunks.failure is not None:  # after what came before it
+                if isinstance(chunks.failure, MODEL_EXCEPTIONS):
+                    raise transport_error(chunks.failure, self.config.name, self.timeout_s,
+                                          answering=True) from chunks.failure
+                raise chunks.failure
+            if not read:  # the body ended without `[DONE]`
+                break
+        if chunks.done:
+            await drain(content.iter_any())
+        return answer.generation()
+
+
+Piece = tuple[Literal["token", "thinking", "tool_input"], str, tuple[str, str] | None]
+
+
+class _Answer:
+    """What a streamed answer said, from its chunks as they are read."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.thinking: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage: tuple[int, int] | None = None
+        self.finish: str | None = None
+
+    def take(self, chunks: list[dict[str, Any]]) -> list[Piece]:
+        """Take a read's chunks; what they add for the sink, in order, the adjacent pieces of a
+        kind (of one tool call) merged into one."""
+        pieces: list[Piece] = []
+
+        def add(piece: Piece) -> None:
+            last = pieces[-1] if pieces else None
+            if last is not None and last[0] == piece[0] and last[2] == piece[2]:
+                pieces[-1] = (last[0], last[1] + piece[1], last[2])
+            else:
+                pieces.append(piece)
+
+        for chunk in chunks:
+            self.usage = usage_of(chunk) or self.usage
             choices = chunk.get("choices")
             if not choices or not isinstance(choices, list):
                 continue
             choice = choices[0]
             if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
+                self.finish = choice["finish_reason"]
             delta = choice.get("delta")
             if not isinstance(delta, dict):
                 continue
             reasoning = reasoning_of(delta)
             if reasoning:
-                thinking.append(reasoning)
-                if sink:
-                    await sink("thinking", reasoning, None)
+                self.thinking.append(reasoning)
+                add(("thinking", reasoning, None))
             content = delta.get("content")
             if content:
-                text.append(content)
-                if sink:
-                    await sink("token", content, None)
+                self.text.append(content)
+                add(("token", content, None))
             for tc in delta.get("tool_calls") or ():
                 index = tc.get("index") or 0
-                slot = calls.setdefault(index, {"id": None, "name": "", "args": []})
+                slot = self.calls.setdefault(index, {"id": None, "name": "", "args": []})
                 if tc.get("id"):
                     slot["id"] = tc["id"]
                 function = tc.get("function")
@@ -235,10 +288,43 @@ class OpenAIEndpoint:
                     arguments = function.get("arguments")
                     if arguments:
                         slot["args"].append(arguments)
-                        if sink:
-                            await sink("tool_input", arguments, (slot["id"] or f"call_{index}", slot["name"]))
-        tool_calls = [_tool_call(i, s["id"], s["name"], "".join(s["args"])) for i, s in sorted(calls.items())]
-        return Generation("".join(text), "".join(thinking), tool_calls, usage, finish)
+                        add(("tool_input", arguments, (slot["id"] or f"call_{index}", slot["name"])))
+        return pieces
+
+    def generation(self) -> Generation:
+        tool_calls = [_tool_call(i, s["id"], s["name"], "".join(s["args"])) for i, s in sorted(self.calls.items())]
+        return Generation("".join(self.text), "".join(self.thinking), tool_calls, self.usage, self.finish)
+
+
+class _PacedReads:
+    """A response's reads, each held until `pace` says what it reads can go out, or until the
+    body has ended (the end of an answer is not held). Meanwhile the connection buffers the
+    chunks that come, nobody waits on them, and the next read takes them all: one wake-up per
+    interval, not one per chunk."""
+
+    def __init__(self, content: aiohttp.StreamReader, pace: ReadPace) -> None:
+        self.pace = pace
+        self.content = content
+        self._waiter: asyncio.Future[None] | None = None
+        content.on_eof(self._wake)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def read(self) -> bytes:
+        wait = self.pace.read_wait()
+        if wait > 0 and not self.content.is_eof():
+            # A timer and a future, not a sleep: the body's end wakes it early.
+            loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            timer = loop.call_later(wait, self._wake)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return await self.content.readany()
 
 
 class OfflineEndpoint:
@@ -253,7 +339,8 @@ class OfflineEndpoint:
     async def aclose(self) -> None:
         return None
 
-    async def generate(self, request: LLMRequest, sink: RawSink | None) -> Generation:
+    async def generate(self, request: LLMRequest, sink: RawSink | None, *, pace: ReadPace | None = None
+                       ) -> Generation:
         call = offline_tool_call(request.messages, request.tools)
         if call is not None:
             call_id, name, args = call

@@ -18,7 +18,6 @@ from shared.errors import AgentixError
 # Failures that say the model/endpoint is unhealthy (they count against its circuit breaker).
 # bad_request / context_too_long are about one request, not about the model.
 BREAKER_CODES = frozenset({"rate_limited", "timeout", "unavailable", "stream_broken", "auth", "model_not_found"})
-RETRYABLE_CODES = frozenset({"rate_limited", "timeout", "unavailable"})
 CONTEXT_CODES = ("context_length_exceeded", "context_too_long", "string_above_max_length")
 CONTEXT_PHRASES = (
     "maximum context length",
@@ -34,9 +33,8 @@ class AttemptError(AgentixError):
     server asked for (seconds), `retryable` whether another attempt at this model may help."""
 
     def __init__(self, code: str, message: str, retry_after: float | None = None, retryable: bool = False) -> None:
-        super().__init__(message, code=code)
+        super().__init__(message, code=code, retryable=retryable)
         self.retry_after = retry_after
-        self.retryable = retryable
 
     def __repr__(self) -> str:
         return f"AttemptError({self.code!r}, {self.message!r}, retry_after={self.retry_after!r})"

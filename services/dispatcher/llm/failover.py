@@ -104,7 +104,9 @@ class FailoverLLM:
     def _final_error(failed: list[ModelFailed]) -> LLMError:
         tried = [f for f in failed if not f.skipped]
         parts = [f.message for f in tried] + [f.message for f in failed if f.skipped]
+        # A later call may succeed when any model's failure may pass (a skipped model's breaker closes).
+        retryable = any(f.retryable for f in failed)
         if not tried:
-            return LLMError("unavailable", "no model available: " + "; ".join(parts))
+            return LLMError("unavailable", "no model available: " + "; ".join(parts), retryable=retryable)
         prefix = "all models failed: " if len(parts) > 1 else ""
-        return LLMError(tried[0].code, prefix + "; ".join(parts))
+        return LLMError(tried[0].code, prefix + "; ".join(parts), retryable=retryable)

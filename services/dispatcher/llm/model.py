@@ -1,13 +1,13 @@
 """One model behind the `LLM` interface: an endpoint with its circuit breaker, retries, output
 cache, budget charging, redaction and pricing.
 
-A call: output cache (non-streaming) → circuit breaker → attempts with backoff on 429/5xx/
-timeouts (honouring Retry-After). When the model gives up it raises `ModelFailed`, which a
-failover chain (`failover.py`) reads as "try the next model". A failure after output reached the
-caller is final (`stream_broken`, a plain LLMError): a stream never switches model midway.
-Every attempt charges the task's TokenBudget as tokens arrive, and all text passes the streaming
-redactor before it reaches `on_delta` or the result. What the breaker did (`breaker_open`,
-`model_skipped`) travels on the raised error as `notices`.
+A call: output cache (non-streaming) → circuit breaker → attempts with backoff (`retry.py`) while
+an attempt's failure is `retryable` (429, 5xx, timeouts), honouring Retry-After. When the model
+gives up it raises `ModelFailed`, which a failover chain (`failover.py`) reads as "try the next
+model". A failure after output reached the caller is final (`stream_broken`, a plain LLMError): a
+stream never switches model midway. Every attempt charges the task's TokenBudget as tokens
+arrive, and all text passes the streaming redactor before it reaches `on_delta` or the result.
+What the breaker did (`breaker_open`, `model_skipped`) travels on the raised error as `notices`.
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ class ModelFailed(LLMError):
     """This model gave up on the call before any output reached the caller, so another model may
     take it. `attempts` is 0 when the model was skipped (its breaker is open)."""
 
-    def __init__(self, code: str, message: str, *, attempts: int) -> None:
-        super().__init__(code, message)
+    def __init__(self, code: str, message: str, *, attempts: int, retryable: bool = False) -> None:
+        super().__init__(code, message, retryable=retryable)
         self.attempts = attempts
 
     @property
@@ -84,6 +84,13 @@ class _Charge:
     def __init__(self, budget: TokenBudget | None) -> None:
         self.budget = budget
         self.charged = 0
+
+    def allowed(self) -> int | None:
+        """The most this attempt may have charged in all without crossing the budget (None: no
+        budget)."""
+        if self.budget is None:
+            return None
+        return self.budget.limit - (self.budget.used - self.charged)
 
     def up_to(self, total: int) -> None:
         if self.budget is not None and total > self.charged:
@@ -134,7 +141,7 @@ class ModelLLM:
         try:
             endpoint = self._connect(self.config)
         except AttemptError as err:
-            raise ModelFailed(err.code, err.message, attempts=1) from err
+            raise ModelFailed(err.code, err.message, attempts=1, retryable=err.retryable) from err
         cache = self._deps.cache
         key = None
         if not request.stream and cache is not None:
@@ -154,13 +161,15 @@ class ModelLLM:
         breakers, policy = self._deps.breakers, self._deps.retry
         notices: list[ModelNotice] = []
         last: AttemptError | None = None
+        retries = policy.backoff.start()
         tries = 0
-        for attempt in range(policy.attempts):
+        while True:
             admission = await breakers.admit(name)
             if admission is None:
                 if last is None:
                     why = f"model {name!r} skipped: its circuit breaker is open"
-                    skipped = ModelFailed("unavailable", why, attempts=0)
+                    # The breaker closes again after its cooldown: a later call may reach it.
+                    skipped = ModelFailed("unavailable", why, attempts=0, retryable=True)
                     skipped.notices.append(ModelNotice("model_skipped", name, why))
                     raise skipped
                 break
@@ -169,7 +178,7 @@ class ModelLLM:
             try:
                 result = await self._attempt(endpoint, request, charge, on_delta, emitted)
             except AttemptError as err:
-                last, tries = err, attempt + 1
+                last, tries = err, tries + 1
                 if not emitted[0]:
                     charge.refund()
                 state = None
@@ -184,12 +193,16 @@ class ModelLLM:
                         "stream_broken",
                         f"{err.message} — the stream broke after output had started, so it was not "
                         "retried or moved to another model",
+                        retryable=err.retryable,
                     )
                     broken.notices = notices
                     raise broken from err
-                if not err.retryable or attempt + 1 >= policy.attempts or (state and state.state == "open"):
+                if not err.retryable or (state and state.state == "open"):
                     break
-                delay = err.retry_after if err.retry_after is not None else policy.backoff(attempt)
+                wait = retries.next_wait()  # None: this model's attempts are spent
+                if wait is None:
+                    break
+                delay = err.retry_after if err.retry_after is not None else wait
                 if delay > policy.max_retry_after_s:
                     break
                 await self._deps.sleep(delay)
@@ -200,10 +213,10 @@ class ModelLLM:
                 raise
             await breakers.success(name)
             return result
-        if last is None:  # no attempt allowed at all (attempts = 0)
-            raise ModelFailed("unavailable", f"model {name!r} was not tried", attempts=0)
+        assert last is not None  # the loop ends after a failed attempt (the first admission raises)
         gave_up = ModelFailed(
-            last.code, last.message + (f" (gave up after {tries} attempts)" if tries > 1 else ""), attempts=tries
+            last.code, last.message + (f" (gave up after {tries} attempts)" if tries > 1 else ""), attempts=tries,
+            retryable=last.retryable,
         )
         gave_up.notices = notices
         raise gave_up from last
@@ -252,19 +265,29 @@ class ModelLLM:
 
         async def sink(kind: Literal["token", "thinking", "tool_input"], raw: str,
                        call: tuple[str, str] | None) -> None:
-            raw_chars[0] += len(raw)
-            # Charged as it arrives, so a running stream stops as soon as the budget is crossed.
-            charge.up_to(prompt_estimate + math.ceil(raw_chars[0] / 4))
             key: str = kind
             if call is not None:  # each call's arguments are a stream of their own (a secret may span chunks)
                 key = f"tool_input:{call[0]}"
                 if key not in redactors:
                     calls[key] = call
                     redactors[key] = redactor.stream()
+            # Charged as it arrives, so a running stream stops as soon as the budget is crossed.
+            # A piece is what one read brought (endpoint.py): as if it had come in small pieces,
+            # the part that fits in the budget still streams, and the stop is charged one token
+            # past the budget, not the whole piece.
+            seen, raw_chars[0] = raw_chars[0], raw_chars[0] + len(raw)
+            allowed = charge.allowed()
+            if allowed is not None and prompt_estimate + math.ceil(raw_chars[0] / 4) > allowed:
+                fits = max(0, 4 * (allowed - prompt_estimate) - seen)
+                if fits > 0:
+                    await forward(key, redactors[key].feed(raw[:fits]))
+                raw_chars[0] = min(raw_chars[0], seen + fits + 4)
+            charge.up_to(prompt_estimate + math.ceil(raw_chars[0] / 4))
             await forward(key, redactors[key].feed(raw))
 
         try:
-            gen: Generation = await endpoint.generate(request, sink if request.stream else None)
+            # The stream is read when what it reads can go out (`DeltaStream.read_wait`).
+            gen: Generation = await endpoint.generate(request, sink if request.stream else None, pace=deltas)
             if not request.stream:
                 await forward("thinking", redactors["thinking"].feed(gen.thinking))
                 await forward("token", redactors["token"].feed(gen.text))

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+
+from shared.backoff import Backoff
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,7 @@ class RetryPolicy:
     max_delay_s: float = 8.0
     max_retry_after_s: float = 30.0  # a longer Retry-After: fail over now rather than wait
 
-    def backoff(self, attempt: int) -> float:
-        delay = min(self.max_delay_s, self.base_delay_s * 2**attempt)
-        return delay / 2 + random.uniform(0, delay / 2)  # jitter spreads replicas apart
+    @property
+    def backoff(self) -> Backoff:
+        """Half of each wait is drawn at random: replicas rate-limited together spread apart."""
+        return Backoff(self.base_delay_s, self.max_delay_s, jitter=0.5, attempts=self.attempts)

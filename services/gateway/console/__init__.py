@@ -1,4 +1,5 @@
-"""The web console: static ES modules served at /console. No build step; the browser talks to
+"""The web console: a React + TypeScript app (source in `web/`, built by Vite into `dist/`, which is
+committed, so installing and serving it needs no Node) served at /console. The browser talks to
 the public /api/v1 HTTP/SSE API like any other client."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-CONSOLE_DIR = Path(__file__).resolve().parent
+CONSOLE_DIR = Path(__file__).resolve().parent / "dist"
 MOUNT = "/console"
 
 
@@ -20,8 +21,6 @@ class ConsoleFiles(StaticFiles):
     shell (the router reads the location), while a missing asset (.js, .css) stays a 404."""
 
     async def get_response(self, path: str, scope: Scope) -> Response:
-        if path.endswith((".py", ".pyc")) or "__pycache__" in path:
-            raise HTTPException(404)  # the package's own Python files are not console assets
         try:
             response = await super().get_response(path, scope)
         except HTTPException as exc:

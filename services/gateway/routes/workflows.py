@@ -1,4 +1,5 @@
-"""Saved workflows: `GET/POST /workflows`, `GET/PUT/DELETE /workflows/{id}`."""
+"""Saved workflows: `GET/POST /workflows`, `GET/PUT/DELETE /workflows/{id}`, and their versions:
+`GET /workflows/{id}/versions`, `GET /workflows/{id}/versions/{n}`."""
 
 from __future__ import annotations
 
@@ -39,3 +40,13 @@ async def update(workflow_id: str, body: svc.WorkflowIn, user: CurrentUser, db: 
 async def delete(workflow_id: str, user: CurrentUser, db: DatabaseDep) -> Response:
     await db.run(svc.delete, user, workflow_id)
     return Response(status_code=204)
+
+
+@router.get("/{workflow_id}/versions")
+async def list_versions(workflow_id: str, user: CurrentUser, db: DatabaseDep) -> dict[str, Any]:
+    return await db.run(svc.list_versions, user, workflow_id)
+
+
+@router.get("/{workflow_id}/versions/{number}")
+async def get_version(workflow_id: str, number: int, user: CurrentUser, db: DatabaseDep) -> dict[str, Any]:
+    return await db.run(svc.get_version, user, workflow_id, number)

@@ -42,7 +42,8 @@ from nats.js.errors import NotFoundError
 from services.gateway.runs.frames import BATCH, FLUSH_S, Entry, batched
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
-from shared.bus.events import read_events
+from shared.bus.events import READER_HEARTBEAT_S, read_events, reader_js
+from shared.bus.retry import with_retries
 from shared.contract.events import parse_event
 from shared.errors import AgentixError
 
@@ -179,7 +180,7 @@ class RunFeed:
     async def _stream_is_ahead(self) -> bool:
         try:
             names, subjects = self.bus.names, self.bus.subjects
-            last = await self.bus.js.get_last_msg(names.events_stream, subjects.events_all(self.run_id))
+            last = await reader_js(self.bus).get_last_msg(names.events_stream, subjects.events_all(self.run_id))
         except NotFoundError:
             return False
         return (last.seq or 0) > self.last_seq
@@ -204,14 +205,19 @@ class RunFeed:
             if event.type == "done":
                 finished.set_result(None)
 
-        try:
-            start = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+        def start() -> ConsumerConfig:  # a new one per try: the client writes its deliver subject into it
             if after:
-                start = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
-            sub = await bus.js.subscribe(
-                bus.subjects.events_all(self.run_id), cb=received, ordered_consumer=True, idle_heartbeat=1.0,
-                config=start, stream=bus.names.events_stream,
-            )  # fmt: skip
+                return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
+            return ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+
+        try:
+            # Through an election of the stream (or of the meta group): a feed that falls back to
+            # the stream read then, or opens then, waits for a leader instead of failing its clients.
+            sub = await with_retries(lambda: reader_js(bus).subscribe(
+                bus.subjects.events_all(self.run_id), cb=received, ordered_consumer=True,
+                idle_heartbeat=READER_HEARTBEAT_S,
+                config=start(), stream=bus.names.events_stream,
+            ), what=f"reading the events of {self.run_id}")  # fmt: skip
             try:
                 await finished
                 self.complete = True

@@ -25,6 +25,9 @@ class IngestError(AgentixError):
 
     code = "ingest_failed"
     http_status = 422
+    # Parsing runs in another service, whose failure (a crash, a restart, a timeout) another
+    # attempt may not meet; a document that cannot be parsed costs only its bounded attempts.
+    retryable = True
 
 
 def _args(job: IngestJob) -> dict[str, Any]:
@@ -52,7 +55,7 @@ async def _stored(rt: Runtime, name: str, delete: bool) -> Any:
 
 async def parse(rt: Runtime, job: IngestJob) -> dict[str, Any]:
     meta = ToolMeta(user_id=job.user_id)
-    reply = await rt.tools.call("doc_parse", _args(job), meta, timeout_s=rt.kb.parse_timeout_s)
+    reply = await rt.tools.call("doc_parse", _args(job), meta, timeout_s=rt.settings.kb_parse_timeout_s)
     if not reply.ok or reply.error is not None:
         raise _failure(reply)
     result = dict(reply.result or {})
@@ -95,7 +98,7 @@ async def parse_all(rt: Runtime, jobs: list[IngestJob]) -> list[dict[str, Any] |
 async def _parse_many(rt: Runtime, jobs: list[IngestJob]) -> list[dict[str, Any] | Exception]:
     meta = ToolMeta(user_id=jobs[0].user_id)
     args = {"documents": [_args(job) for job in jobs]}
-    reply = await rt.tools.call("doc_parse_many", args, meta, timeout_s=rt.kb.parse_timeout_s)
+    reply = await rt.tools.call("doc_parse_many", args, meta, timeout_s=rt.settings.kb_parse_timeout_s)
     if reply.error is not None and reply.error.code == "unknown_tool":  # a tools_py without it
         return list(await asyncio.gather(*(_parse_or_error(rt, job) for job in jobs)))
     if not reply.ok:

@@ -43,6 +43,7 @@ class JobGone(AgentixError):
 
     code = "not_found"
     http_status = 404
+    retryable = False  # no attempt brings it back: the job ends now
 
 
 @dataclass
@@ -100,7 +101,7 @@ async def run_batch(rt: Runtime, works: list[Work], settle: Settle) -> None:
         if isinstance(result, Exception):
             w.outcome = result
             continue
-        pieces = chunk_sections(result.get("sections") or [], rt.kb.chunk_size, rt.kb.chunk_overlap)
+        pieces = chunk_sections(result.get("sections") or [], rt.settings.kb_chunk_size, rt.settings.kb_chunk_overlap)
         if not pieces:
             w.outcome = IngestError("the document contains no text")
             continue
@@ -112,7 +113,7 @@ async def run_batch(rt: Runtime, works: list[Work], settle: Settle) -> None:
             context=w.job.title or result.get("title") or w.job.filename or "",
             title=None if w.job.title else (result.get("title") or None),
         )
-        (small if len(doc.todo) <= rt.kb.embed_batch else large).append(doc)
+        (small if len(doc.todo) <= rt.settings.kb_embed_batch else large).append(doc)
     unparsed = [w for w, _ in started if w.outcome is not None]
     if unparsed:
         await settle(unparsed)
@@ -202,7 +203,7 @@ async def index_together(rt: Runtime, docs: list[Doc], revisions: dict[str, int]
 
 async def _embed_remote(rt: Runtime, embedder: Embedder, docs: list[Doc]) -> list[np.ndarray]:
     texts = [c.index_text for d in docs for c in d.todo]
-    size = rt.kb.embed_batch
+    size = rt.settings.kb_embed_batch
     parts = [await embedder.embed(texts[i : i + size]) for i in range(0, len(texts), size)]
     import numpy as np
 
@@ -261,7 +262,7 @@ async def _index_in_batches(rt: Runtime, doc: Doc) -> tuple[int, int]:
     done = total - len(doc.todo)
     if done:  # resuming: say how far the earlier attempt got
         await events.emit(ProgressEvent(task_id=job.job_id, stage="index", done=done, total=total))
-    size = rt.kb.embed_batch
+    size = rt.settings.kb_embed_batch
     batches = [doc.todo[i : i + size] for i in range(0, len(doc.todo), size)] or [[]]
     result: tuple[int, int] | None = None
     for n, batch in enumerate(batches):

@@ -5,8 +5,10 @@ while a batch runs, bounded deliveries, drain.
 
 A batch is parsed concurrently, its small documents are embedded together and committed in one
 transaction, and each job is acked only after the commit that made it durable. A failing job is
-retried with backoff; on its last delivery it is marked `failed` with the reason and
-terminated. A job whose worker died on every attempt is caught by the MAX_DELIVERIES advisory
+handed back for another delivery with backoff (`REDELIVERY`) while its failure is `retryable`
+(any failure but a described one that says otherwise, such as its document deleted meanwhile);
+on its last delivery, or at once when no attempt can do it, it is marked `failed` with the
+reason. A job whose worker died on every attempt is caught by the MAX_DELIVERIES advisory
 (kept in the dead-letter stream) and marked too."""
 
 from __future__ import annotations
@@ -27,21 +29,28 @@ from services.tools_go_equiv.ingest.pipeline import IngestError, JobGone, Work, 
 from services.tools_go_equiv.kb.embed import EmbedderUnavailable
 from services.tools_go_equiv.kb.store import DocumentGone
 from services.tools_go_equiv.runtime import Runtime
+from shared.backoff import Backoff
 from shared.bus.delivery import Ack, Delivery, Nak, Term
 from shared.bus.events import EventPublisher, last_event_n
 from shared.bus.tracing import consumer_span, extract_context
 from shared.bus.workqueue import WorkQueue
 from shared.contract.events import DoneEvent, StatusEvent
 from shared.contract.ingest import IngestJob
+from shared.errors import AgentixError
 
 log = logging.getLogger("agentix.tools_go.ingest")
 tracer = trace.get_tracer("agentix.tools_go.ingest")
 FETCH_WAIT_S = 0.5
 MAX_BATCH = 64  # jobs per batch (and per transaction) at most
 CRASH_RETRY_S = 1.0  # e.g. NATS went away while a batch was settled: let its jobs come back soon
+# A failed job comes back 1 s after its first delivery failed, doubling up to 30 s.
+REDELIVERY = Backoff(first_s=1.0, max_s=30.0)
+GONE = "the document or its knowledge base was deleted during ingestion"
 
 
 def describe(exc: BaseException) -> str:
+    if isinstance(exc, DocumentGone | JobGone):  # their message is only an id
+        return GONE
     if isinstance(exc, IngestError | EmbedderUnavailable):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"[:1000]
@@ -54,7 +63,7 @@ class IngestWorker:
         names, settings = rt.bus.names, rt.settings
         self.queue = WorkQueue(
             rt.bus, names.ingest_stream, names.ingest_consumer, handle_batch=self._run, on_exhausted=self._on_exhausted,
-            concurrency=rt.kb.ingest_concurrency, capacity=settings.ingest_max_ack_pending,
+            concurrency=rt.settings.kb_ingest_concurrency, capacity=settings.ingest_max_ack_pending,
             capacity_from_consumer=True, max_batch=MAX_BATCH, ack_wait_s=settings.ingest_ack_wait_s,
             max_deliver=settings.ingest_max_deliver, fetch_wait_s=FETCH_WAIT_S, crash_retry_s=CRASH_RETRY_S,
         )
@@ -152,8 +161,10 @@ class IngestWorker:
     async def _failed(self, w: Work, delivery: Delivery) -> None:
         job, attempt, events = w.job, w.attempt, w.events
         exc = w.outcome if isinstance(w.outcome, BaseException) else RuntimeError("no outcome")
-        if isinstance(exc, DocumentGone | JobGone):
-            reason = "the document or its knowledge base was deleted during ingestion"
+        reason = describe(exc)
+        # No attempt can do it (its document or KB was deleted): it ends now. A failure nobody
+        # described (the database unreachable, a bug) may pass, and is tried again.
+        if isinstance(exc, AgentixError) and not exc.retryable:
             with contextlib.suppress(Exception):
                 await self.rt.db.run_grouped(self._fail_if_present, job, reason)
             await self._cleanup(job)
@@ -161,7 +172,6 @@ class IngestWorker:
             with contextlib.suppress(Exception):
                 await delivery.settle(Ack(sync=True, timeout=5))
             return
-        reason = describe(exc)
         log.warning("ingest job %s attempt %d/%d failed: %s", job.job_id, attempt, self.queue.max_deliver, reason)
         if delivery.last:
             final = f"failed after {attempt} attempts: {reason}"
@@ -179,7 +189,7 @@ class IngestWorker:
             await events.emit(StatusEvent(task_id=job.job_id, status="retrying", error=reason))
             await events.flush()
         with contextlib.suppress(Exception):
-            await delivery.settle(Nak(delay=min(2.0 ** (attempt - 1), 30.0)))
+            await delivery.settle(Nak(delay=REDELIVERY.delay(attempt - 1)))
 
     async def _ack(self, delivery: Delivery) -> None:
         # Not a synchronous ack: a lost ack only means a redelivery, which finds the job done and

@@ -17,7 +17,6 @@ import zlib
 from functools import lru_cache
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from services.tools_go_equiv.config import KbSettings
 from shared.errors import AgentixError
 from shared.settings import ToolsGoSettings
 
@@ -55,6 +54,9 @@ class EmbedderUnavailable(AgentixError, RuntimeError):
 
     code = "unavailable"
     http_status = 503
+    # An endpoint comes back; a model not configured on this replica may be on another, or on
+    # this one once restarted with it.
+    retryable = True
 
 
 class Embedder(Protocol):
@@ -274,12 +276,13 @@ def normalize(matrix: np.ndarray) -> np.ndarray:
 class Embedders:
     """The embedder for new KBs, and the one a given KB was built with."""
 
-    def __init__(self, settings: ToolsGoSettings, kb: KbSettings) -> None:
-        self._local_name = f"{LOCAL_PREFIX}{kb.embed_dim}"
-        base_url = kb.embed_base_url or settings.llm_base_url
+    def __init__(self, settings: ToolsGoSettings) -> None:
+        self._local_name = f"{LOCAL_PREFIX}{settings.kb_embed_dim}"
+        base_url = settings.kb_embed_base_url or settings.llm_base_url
         self._remote: RemoteEmbedder | None = None
-        if kb.embed_model and base_url:
-            self._remote = RemoteEmbedder(kb.embed_model, base_url, kb.embed_api_key or settings.llm_api_key)
+        if settings.kb_embed_model and base_url:
+            self._remote = RemoteEmbedder(settings.kb_embed_model, base_url,
+                                          settings.kb_embed_api_key or settings.llm_api_key)
         self._locals: dict[str, LocalEmbedder] = {}  # made on first use (their vocabularies are numpy arrays)
 
     @property

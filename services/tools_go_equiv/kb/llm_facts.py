@@ -9,7 +9,6 @@ import json
 import logging
 from typing import Any
 
-from services.tools_go_equiv.config import KbSettings
 from services.tools_go_equiv.kb.facts import Fact, extract_facts
 from shared.settings import ToolsGoSettings
 
@@ -33,11 +32,11 @@ class LlmFactExtractor:
         self._client = AsyncOpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=1, timeout=60)
 
     @classmethod
-    def from_settings(cls, settings: ToolsGoSettings, kb: KbSettings) -> LlmFactExtractor | None:
-        base_url = kb.facts_base_url or settings.llm_base_url
-        if not kb.facts_model or not base_url:
+    def from_settings(cls, settings: ToolsGoSettings) -> LlmFactExtractor | None:
+        base_url = settings.kb_facts_base_url or settings.llm_base_url
+        if not settings.kb_facts_model or not base_url:
             return None
-        return cls(kb.facts_model, base_url, kb.facts_api_key or settings.llm_api_key)
+        return cls(settings.kb_facts_model, base_url, settings.kb_facts_api_key or settings.llm_api_key)
 
     async def extract(self, text: str, context: str = "") -> list[Fact]:
         from openai import OpenAIError  # loaded by __init__ already

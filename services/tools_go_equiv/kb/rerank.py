@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from services.tools_go_equiv.config import KbSettings
 from shared.errors import AgentixError
 from shared.settings import ToolsGoSettings
 
@@ -38,11 +37,11 @@ class Reranker:
         )
 
     @classmethod
-    def from_settings(cls, settings: ToolsGoSettings, kb: KbSettings) -> Reranker | None:
-        base_url = kb.rerank_base_url or settings.llm_base_url
-        if not kb.rerank_model or not base_url:
+    def from_settings(cls, settings: ToolsGoSettings) -> Reranker | None:
+        base_url = settings.kb_rerank_base_url or settings.llm_base_url
+        if not settings.kb_rerank_model or not base_url:
             return None
-        return cls(kb.rerank_model, base_url, kb.rerank_api_key or settings.llm_api_key)
+        return cls(settings.kb_rerank_model, base_url, settings.kb_rerank_api_key or settings.llm_api_key)
 
     async def scores(self, query: str, documents: list[str]) -> list[float]:
         """One relevance score per document, in the documents' order."""
@@ -61,7 +60,8 @@ class Reranker:
                 scores[int(item["index"])] = float(item["relevance_score"])
             return scores
         except (httpx.HTTPError, KeyError, ValueError, TypeError, IndexError) as exc:
-            raise RerankError(f"reranker {self.model!r} failed: {type(exc).__name__}: {exc}") from exc
+            raise RerankError(f"reranker {self.model!r} failed: {type(exc).__name__}: {exc}",
+                              retryable=isinstance(exc, httpx.HTTPError)) from exc  # not a malformed answer
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -35,6 +35,7 @@ class DocumentGone(AgentixError):
 
     code = "not_found"
     http_status = 404
+    retryable = False  # no attempt brings it back: the job ends now
 
 
 @dataclass(frozen=True)

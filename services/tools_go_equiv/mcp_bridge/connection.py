@@ -111,7 +111,8 @@ class McpConnection:
 
     # -- the session task ------------------------------------------------------------------------
     async def _run(self) -> None:
-        delay = self._timing.retry_min_s
+        backoff = self._timing.reconnect
+        failures = 0  # sessions that ended since one was last up
         while True:
             try:
                 await self._session()
@@ -121,10 +122,10 @@ class McpConnection:
                 if self._http_status is not None:  # the SDK's words rarely say "401"
                     error = f"{error} (HTTP {self._http_status})"
             if self.connected_since is not None:
-                delay = self._timing.retry_min_s  # it was up: the first retry comes soon
+                failures = 0  # it was up: the first retry comes soon
             self._set_down(error)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self._timing.retry_max_s)
+            await asyncio.sleep(backoff.delay(failures))
+            failures += 1
 
     async def _session(self) -> None:
         t = self._timing
@@ -199,7 +200,8 @@ class McpConnection:
         client = self._client
         if client is None:
             why = self.last_error or "connecting"
-            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} is not connected ({why})")
+            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} is not connected ({why})",
+                                     retryable=self._fatal is None)  # the session task reconnects
         timeout = self._timing.call_s
         try:
             # The SDK's own read timeout first; ours is the backstop that guarantees no hang (a
@@ -214,15 +216,17 @@ class McpConnection:
             if exc.code == mcp_types.CONNECTION_CLOSED or client is not self._client:
                 self._broken.set()  # the session task reconnects
                 why = f"{exc.error.message} (reconnecting)"
-                return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r}: {why}")
+                return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r}: {why}", retryable=True)
             return ToolReply.failure("mcp_error", f"{name}: {exc.error.message}"[:2000])
         except Exception as exc:  # the transport failed: the session task reconnects
             self._broken.set()
-            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} failed: {describe(exc)}")
+            return ToolReply.failure("unavailable", f"{name}: MCP server {self.name!r} failed: {describe(exc)}",
+                                     retryable=True)
         return reply(name, result)
 
     def _timed_out(self, name: str, timeout: float) -> ToolReply:
-        return ToolReply.failure("timeout", f"{name}: MCP server {self.name!r} did not answer within {timeout:g}s")
+        return ToolReply.failure("timeout", f"{name}: MCP server {self.name!r} did not answer within {timeout:g}s",
+                                 retryable=True)
 
     def status(self) -> dict[str, Any]:
         stats = self.stats

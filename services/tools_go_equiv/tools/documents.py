@@ -102,11 +102,11 @@ async def prepare(src: DocumentSource) -> Prepared:
             raise ToolFailure("not_found", f"upload {src.object_name!r} not found") from exc
         content_hash, size = objects.digest_hex(info.digest), int(info.size or 0)
     prepared = Prepared(src, text, ref, media_type, content_hash, size)
-    if size == 0 or size > rt.kb.max_document_bytes:
+    if size == 0 or size > rt.settings.kb_max_document_bytes:
         await discard(prepared)
         if size == 0:
             raise ToolFailure("bad_arguments", "the document is empty")
-        raise ToolFailure("too_large", f"document is {size} bytes; the limit is {rt.kb.max_document_bytes}")
+        raise ToolFailure("too_large", f"document is {size} bytes; the limit is {rt.settings.kb_max_document_bytes}")
     return prepared
 
 
@@ -153,7 +153,8 @@ async def enqueue(prepared: Prepared, reg: store.Registered, kb_id: str, user: s
     except Exception as exc:
         await rt.db.run(store.forget_document, reg.document_id, reg.job_id)
         await discard(prepared)
-        raise ToolFailure("unavailable", f"could not queue the ingestion job: {type(exc).__name__}") from exc
+        raise ToolFailure("unavailable", f"could not queue the ingestion job: {type(exc).__name__}",
+                          retryable=True) from exc
     return {"job_id": reg.job_id, "document_id": reg.document_id, "status": "queued", "duplicate": False}
 
 

@@ -86,7 +86,7 @@ async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
     user, session = user_of(args, ctx), _session(args, ctx)
     rt = runtime.get()
     entry = {"role": args.role, "content": args.content, "ts": now().isoformat()}
-    cap = rt.kb.history_max
+    cap = rt.settings.kb_history_max
     if rt.redis is None:
         length = await rt.db.run(_db_append, user, session, entry, cap)
         return {"session_id": session, "length": length, "store": "db"}
@@ -97,11 +97,11 @@ async def history_append(args: AppendArgs, ctx: ToolContext) -> dict[str, Any]:
         async with rt.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(key, json.dumps(entry, ensure_ascii=False))
             pipe.ltrim(key, -cap, -1)
-            pipe.expire(key, rt.kb.history_ttl_s)
+            pipe.expire(key, rt.settings.kb_history_ttl_s)
             pipe.llen(key)
             *_, length = await pipe.execute()
     except RedisError as exc:
-        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}") from exc
+        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}", retryable=True) from exc
     return {"session_id": session, "length": int(length), "store": "redis"}
 
 
@@ -122,5 +122,5 @@ async def history_get(args: GetArgs, ctx: ToolContext) -> dict[str, Any]:
     try:
         raw = await rt.redis.lrange(_key(user, session), -args.limit, -1)
     except RedisError as exc:
-        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}") from exc
+        raise ToolFailure("unavailable", f"history store (Redis) failed: {type(exc).__name__}", retryable=True) from exc
     return {"session_id": session, "messages": [json.loads(r) for r in raw]}

@@ -145,9 +145,9 @@ async def kb_search(args: KbSearchArgs, ctx: ToolContext) -> dict[str, Any]:
     rt = runtime.get()
     try:
         embedder = rt.embedders.for_name(kb.embedder)
-        hits = await rt.searcher.search(kb, embedder, args.query, args.mode, min(args.top_k, rt.kb.max_top_k))
+        hits = await rt.searcher.search(kb, embedder, args.query, args.mode, min(args.top_k, rt.settings.kb_max_top_k))
     except EmbedderUnavailable as exc:
-        raise ToolFailure("unavailable", str(exc)) from exc
+        raise ToolFailure("unavailable", str(exc), retryable=exc.retryable) from exc
     rt.counters["searches"] = rt.counters.get("searches", 0) + 1
     return {"kb": kb.id, "mode": args.mode, "chunks": hits}
 
@@ -265,7 +265,7 @@ async def wiki_search(args: WikiSearchArgs, ctx: ToolContext) -> dict[str, Any]:
         return {"pages": []}
     rt = runtime.get()
     rows = await rt.db.read(title_search, caller.scope, kb_id, terms, args.limit)
-    base = rt.kb.api_base.rstrip("/")
+    base = rt.settings.kb_api_base.rstrip("/")
     return {
         "pages": [
             {

@@ -35,7 +35,7 @@ def filename(title: str, fmt: str) -> str:
 
 def _public(row: Any) -> dict[str, Any]:
     files = json.loads(row.files)
-    base = runtime.get().kb.api_base.rstrip("/")
+    base = runtime.get().settings.kb_api_base.rstrip("/")
     return {
         "id": row.id,
         "user_id": row.user_id,
@@ -155,7 +155,7 @@ async def report_export(args: RenderArgs, ctx: ToolContext) -> dict[str, Any]:
     return {
         "report_id": row.id,
         "format": args.format,
-        "url": f"{rt.kb.api_base.rstrip('/')}/reports/{row.id}/export?format={args.format}",
+        "url": f"{rt.settings.kb_api_base.rstrip('/')}/reports/{row.id}/export?format={args.format}",
         "filename": filename(row.title, args.format),
         "media_type": MEDIA_TYPES[args.format],
         "bucket": rt.bus.names.reports_bucket,

@@ -3,21 +3,17 @@ the dispatcher's approval rule sees the flag."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from services.tools_py.config import SandboxSettings
+from services.tools_py import runtime
 from services.tools_py.registry import RUNS_CODE, registry
-from services.tools_py.sandbox import Limits, Sandbox, SandboxUnavailable
+from services.tools_py.sandbox import Limits, SandboxUnavailable
 from shared.bus.tools import ToolContext, ToolFailure
 
-_settings = SandboxSettings()
-sandbox = Sandbox(_settings.base_dir)
-_slots = asyncio.Semaphore(_settings.concurrency)
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
@@ -57,20 +53,22 @@ class CodeExecArgs(BaseModel):
 async def code_exec(args: CodeExecArgs, ctx: ToolContext) -> dict[str, Any]:
     if args.language.strip().lower() not in ("python", "python3", "py"):
         raise ToolFailure("unsupported_language", f"only Python is supported, not {args.language!r}")
-    if args.timeout_s > _settings.max_timeout_s:
-        raise ToolFailure("bad_arguments", f"timeout_s may be at most {_settings.max_timeout_s:g}")
-    if args.memory_mb > _settings.max_memory_mb:
-        raise ToolFailure("bad_arguments", f"memory_mb may be at most {_settings.max_memory_mb}")
+    rt = runtime.get()
+    settings = rt.settings
+    if args.timeout_s > settings.sandbox_max_timeout_s:
+        raise ToolFailure("bad_arguments", f"timeout_s may be at most {settings.sandbox_max_timeout_s:g}")
+    if args.memory_mb > settings.sandbox_max_memory_mb:
+        raise ToolFailure("bad_arguments", f"memory_mb may be at most {settings.sandbox_max_memory_mb}")
     limits = Limits(
         timeout_s=args.timeout_s,
         # CPU below wall time, so a busy loop is reported as such rather than as a timeout.
         cpu_s=max(1, math.floor(args.timeout_s * 0.6)),
         memory_mb=args.memory_mb,
-        max_output=_settings.max_output,
+        max_output=settings.sandbox_max_output,
     )
-    async with _slots:
+    async with rt.code_slots:
         try:
-            result = await sandbox.run(args.code, limits, args.files)
+            result = await rt.sandbox.run(args.code, limits, args.files)
         except SandboxUnavailable as exc:
             raise ToolFailure("sandbox_unavailable", str(exc)) from exc
     return result.model_dump()

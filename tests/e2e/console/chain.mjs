@@ -98,7 +98,7 @@ export async function parked({ page }) {
   await login(page);
   await page.goto(`${env.url}/console/runs/new`);
   await page.fill('textarea[aria-label="Workflow DSL (JSON)"]', example('approval.json'));
-  await page.waitForSelector('[data-testid="preview"] svg g.node');
+  await page.waitForSelector('[data-testid="preview"] [data-node-id]');
   await page.fill('textarea[name="text"], input[name="text"]', 'the offline model');
   await page.click('[data-action="submit-run"]');
   await page.waitForURL(/\/console\/runs\/(?!new$)[^/]+$/);

@@ -8,34 +8,12 @@
 //   an error message; the model picker's choice answers the next message;
 // - `chat_reload`: a reload mid-answer re-attaches to the running run and finishes that answer.
 
-import { env, check, shot, login, apiClient, ensureScriptedChain, rand } from './lib.mjs';
+import { env, check, shot, login, apiClient, ensureScriptedChain, rand, script, release, reply } from './lib.mjs';
 
 const LONG = { timeout: 60000 };
 const PARTIAL = 'The first half of an answer that never ';
 const LONG_ANSWER = Array.from({ length: 12 }, (_, i) => `Sentence ${i + 1} of a slow answer that a reload interrupts.`).join(' ');
 
-/** The answers the scripted model server gives next, in place of any left from an earlier
- * scenario that failed (its control endpoint, beside /v1). */
-async function script(steps) {
-  const root = env.llmUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
-  const resp = await fetch(`${root}/_script`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ steps, append: false }),
-  });
-  check(resp.ok, `scripting the model server: ${resp.status}`);
-}
-
-/** Let a reply scripted with `gate` go on streaming. */
-async function release(gate) {
-  const root = env.llmUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
-  const resp = await fetch(`${root}/_release`, {
-    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ gate }),
-  });
-  check(resp.ok, `releasing the model server's gate: ${resp.status}`);
-}
-
-const reply = (text, extra = {}) => ({
-  kind: 'reply', text, tool_calls: [], reasoning: null, reasoning_field: 'reasoning_content', usage: true, chunk_chars: 4, delay_s: 0, finish_reason: null, ...extra,
-});
 const hang = (text) => ({ kind: 'hang', text, seconds: 600, chunk_chars: 4 });
 
 async function openChat(page) {
@@ -58,7 +36,7 @@ async function recordLiveText(page) {
 
 async function send(page, text) {
   await page.getByLabel('Message', { exact: true }).fill(text);
-  await page.click('[data-action="send"]');
+  await page.getByLabel('Message', { exact: true }).press('Enter'); // Enter sends
   await page.waitForFunction((t) => [...document.querySelectorAll('[data-testid="message"][data-role="user"]')].some((m) => m.textContent.includes(t)), text);
 }
 
@@ -75,6 +53,14 @@ async function answered(page, count) {
 export async function chat({ page }) {
   await ensureScriptedChain(await apiClient());
   await openChat(page);
+  // Shift+Enter makes a new line and sends nothing; the Send button sends too.
+  const box = page.getByLabel('Message', { exact: true });
+  await box.fill('first line');
+  await box.press('Shift+Enter');
+  await box.pressSequentially('second line');
+  check(await box.inputValue() === 'first line\nsecond line', `Shift+Enter made a new line: ${JSON.stringify(await box.inputValue())}`);
+  check(await page.locator('[data-testid="message"]').count() === 0, 'Shift+Enter sent nothing');
+  await box.fill('');
   await recordLiveText(page);
   await script([
     reply('', { reasoning: 'The user wants their notes: look in memory first.', tool_calls: [{ id: 'call_1', name: 'memory_list', arguments: '{}' }] }),

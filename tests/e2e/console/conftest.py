@@ -61,7 +61,7 @@ def console_env(console_suite: RunningSuite, scripted_llm: OpenAIServer) -> dict
     )
     assert added.returncode == 0, f"could not create the console user: {added.stdout}{added.stderr}"
     page = httpx.get(f"{console_suite.url}/console/", timeout=10)
-    assert page.status_code == 200 and "/console/js/app.js" in page.text, (
+    assert page.status_code == 200 and "/console/assets/index.js" in page.text, (
         "the console is not served at /console/ (services.gateway.console.mount_console(app) in app.py)"
     )
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -46,9 +46,11 @@ export async function shot(page, name, { fullPage = true } = {}) {
   mkdirSync(env.shots, { recursive: true });
   const path = join(env.shots, `${name}.png`);
   // A full-page shot of a scrolled page paints the sticky top bar mid-page: start at the top.
-  // Toasts are transient; in a still picture they only hide what is under them.
-  await page.evaluate(() => { window.scrollTo(0, 0); document.querySelector('.toasts')?.replaceChildren(); });
+  // Toasts are transient; in a still picture they only hide what is under them. Hidden, not
+  // removed: the page owns those elements.
+  await page.evaluate(() => { window.scrollTo(0, 0); document.querySelector('.toasts')?.setAttribute('hidden', ''); });
   await page.screenshot({ path, fullPage });
+  await page.evaluate(() => document.querySelector('.toasts')?.removeAttribute('hidden')).catch(() => {});
   return path;
 }
 
@@ -151,3 +153,26 @@ export async function cuttableProxy(target = env.url) {
     close() { this.cut(); return new Promise((resolve) => server.close(resolve)); },
   };
 }
+
+/** The answers the scripted model server (LLM_URL) gives next, in place of any left from an
+ * earlier scenario (its control endpoint, beside /v1); `then` answers once they are used up. */
+export async function script(steps, then = undefined) {
+  const root = env.llmUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
+  const resp = await fetch(`${root}/_script`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ steps, append: false, ...(then ? { then } : {}) }),
+  });
+  check(resp.ok, `scripting the model server: ${resp.status}`);
+}
+
+/** Let a reply scripted with `gate` go on streaming. */
+export async function release(gate) {
+  const root = env.llmUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
+  const resp = await fetch(`${root}/_release`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ gate }),
+  });
+  check(resp.ok, `releasing the model server's gate: ${resp.status}`);
+}
+
+export const reply = (text, extra = {}) => ({
+  kind: 'reply', text, tool_calls: [], reasoning: null, reasoning_field: 'reasoning_content', usage: true, chunk_chars: 4, delay_s: 0, finish_reason: null, ...extra,
+});

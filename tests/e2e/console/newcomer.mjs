@@ -3,11 +3,11 @@
 
 import { env, check, shot, login, apiClient, rand, example } from './lib.mjs';
 
-/** Screen boxes of every element matching `selector`, named by their node id or else their text. */
+/** Screen boxes of every element matching `selector`, named by their handle, their node id or else their text. */
 async function boxes(page, selector) {
   return page.$$eval(selector, (els) => els.map((el) => {
     const r = el.getBoundingClientRect();
-    const name = el.closest('[data-node-id]')?.dataset.nodeId ?? el.textContent;
+    const name = el.dataset.handle ?? el.closest('[data-node-id]')?.dataset.nodeId ?? el.textContent;
     return { name, left: r.left, right: r.right, top: r.top, bottom: r.bottom };
   }));
 }
@@ -37,10 +37,10 @@ export async function newcomer({ page }) {
   // 1. The `true` and `false` labels of a branch node never overlap each other or a node.
   await page.goto(`${env.url}/console/runs/new`);
   await page.fill('textarea[aria-label="Workflow DSL (JSON)"]', example('branch_fanout.json'));
-  await page.waitForSelector('[data-testid="preview"] svg .edge-label');
-  const labels = await boxes(page, '[data-testid="preview"] svg .edge-label');
+  await page.waitForSelector('[data-testid="preview"] .edge-label');
+  const labels = await boxes(page, '[data-testid="preview"] .edge-label');
   check(labels.map((l) => l.name).sort().join() === 'false,true', `one label per handle of the branch: ${labels.map((l) => l.name)}`);
-  const nodes = await boxes(page, '[data-testid="preview"] svg g.node rect');
+  const nodes = await boxes(page, '[data-testid="preview"] .wf-node');
   for (const [i, a] of labels.entries()) {
     for (const b of labels.slice(i + 1)) check(!intersect(a, b), `the edge labels ${a.name} and ${b.name} overlap: ${JSON.stringify([a, b])}`);
     for (const n of nodes) check(!intersect(a, n), `the edge label ${a.name} covers node ${n.name}`);

@@ -9,6 +9,7 @@ import { newcomer } from './newcomer.mjs';
 import { chain, parked } from './chain.mjs';
 import { mcp } from './mcp.mjs';
 import { chat, chat_queue, chat_stop, chat_reload } from './chat.mjs';
+import { editor_build, editor_examples, editor_clipboard, editor_approval, editor_perf } from './editor.mjs';
 
 const LONG = { timeout: 60000 };
 
@@ -27,15 +28,15 @@ async function submitRun(page, { base = env.url, dsl, file, input }) {
   if (file) {
     await page.getByRole('tab', { name: 'Upload file' }).click();
     await page.setInputFiles('input[aria-label="DSL file"]', file);
-    await page.waitForSelector('[data-testid="preview"] svg g.node');
+    await page.waitForSelector('[data-testid="preview"] [data-node-id]');
   } else {
     await page.fill('textarea[aria-label="Workflow DSL (JSON)"]', dsl);
-    await page.waitForSelector('[data-testid="preview"] svg g.node');
+    await page.waitForSelector('[data-testid="preview"] [data-node-id]');
   }
   await page.fill('textarea[name="text"], input[name="text"]', input);
   await page.click('[data-action="submit-run"]');
   await page.waitForURL(/\/console\/runs\/(?!new$)[^/]+$/);
-  await page.waitForSelector('svg.dag g.node');
+  await page.waitForSelector('[data-testid="graph"] [data-node-id]');
   return decodeURIComponent(page.url().split('/').pop());
 }
 
@@ -113,8 +114,8 @@ export const scenarios = {
     await ensureScriptedChain(await apiClient());
     await login(page);
     const taskId = await submitRun(page, { dsl: example('hello.json'), input: 'How does the console show a run?' });
-    await page.waitForSelector('svg.dag g.node[data-node-id="ans"][data-status="done"]', LONG);
-    await page.waitForSelector('svg.dag g.node[data-node-id="out"][data-status="done"]', LONG);
+    await page.waitForSelector('[data-testid="graph"] [data-node-id="ans"][data-status="done"]', LONG);
+    await page.waitForSelector('[data-testid="graph"] [data-node-id="out"][data-status="done"]', LONG);
     await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
     await page.waitForSelector('[data-testid="final-output"]');
     const tokens = await tokenText(page);
@@ -123,10 +124,10 @@ export const scenarios = {
     check(output && output.out === tokens, `the streamed tokens equal the output:\n${tokens}\nvs\n${JSON.stringify(output)}`);
     check(await page.getAttribute('.run', 'data-duplicates') === '0', 'no event applied twice');
     // Keyboard: a graph node is focusable and Enter selects it.
-    await page.focus('svg.dag g.node[data-node-id="out"]');
+    await page.focus('[data-testid="graph"] [data-node-id="out"]');
     await page.keyboard.press('Enter');
     await page.waitForSelector('[data-testid="node-panel"][data-node="out"]');
-    await page.focus('svg.dag g.node[data-node-id="ans"]');
+    await page.focus('[data-testid="graph"] [data-node-id="ans"]');
     await page.keyboard.press(' ');
     await page.waitForSelector('[data-testid="node-panel"][data-node="ans"]');
     await shot(page, '04-run-done');
@@ -138,15 +139,15 @@ export const scenarios = {
     await login(page);
     await submitRun(page, { file: join(env.examples, 'approval.json'), input: 'the console release' });
     await page.waitForSelector('[data-testid="approval"] button[data-action="approve"]', LONG);
-    await page.waitForSelector('svg.dag g.node[data-node-id="review"][data-status="waiting"]');
+    await page.waitForSelector('[data-testid="graph"] [data-node-id="review"][data-status="waiting"]');
     await page.waitForSelector('[data-testid="run-status"] .badge-waiting');
     await page.fill('#approval-comment', 'Looks good.');
     await shot(page, '05-approval-waiting');
     await page.click('[data-testid="approval"] button[data-action="approve"]');
     await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
-    await page.waitForSelector('svg.dag g.node[data-node-id="review"][data-status="done"]');
-    await page.waitForSelector('svg.dag g.node[data-node-id="out"][data-status="done"]');
-    await page.click('svg.dag g.node[data-node-id="review"]');
+    await page.waitForSelector('[data-testid="graph"] [data-node-id="review"][data-status="done"]');
+    await page.waitForSelector('[data-testid="graph"] [data-node-id="out"][data-status="done"]');
+    await page.click('[data-testid="graph"] [data-node-id="review"]');
     await page.waitForSelector('[data-testid="node-panel"] >> text=approve');
     await shot(page, '06-approved-done');
   },
@@ -167,7 +168,7 @@ export const scenarios = {
     await page.reload();
     await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
     await page.waitForSelector('[data-testid="final-output"]');
-    await page.click('svg.dag g.node[data-node-id="ans"]');
+    await page.click('[data-testid="graph"] [data-node-id="ans"]');
     const after = await tokenText(page);
     const output = await finalOutput(page);
     check(resumed.length > 0 && resumed.every((u) => /[?&]after=\d+/.test(u)), `the reloaded page resumes with ?after=<id>: ${resumed.join(', ')}`);
@@ -192,7 +193,7 @@ export const scenarios = {
       proxy.cut();
       await page.waitForSelector('[data-testid="run-status"] .badge-done', LONG);
       await page.waitForSelector('[data-testid="final-output"]');
-      await page.click('svg.dag g.node[data-node-id="ans"]');
+      await page.click('[data-testid="graph"] [data-node-id="ans"]');
       const text = await tokenText(page);
       const output = await finalOutput(page);
       check(opened.length > 0 && opened.every((u) => /[?&]after=\d+/.test(u)), `the stream reopened after the last id: ${opened}`);
@@ -379,4 +380,5 @@ export const scenarios = {
   parked, // in chain.mjs
   mcp, // in mcp.mjs
   chat, chat_queue, chat_stop, chat_reload, // in chat.mjs
+  editor_build, editor_examples, editor_clipboard, editor_approval, editor_perf, // in editor.mjs
 };

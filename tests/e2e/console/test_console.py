@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from shared.bus import Bus
 from shared.contract.base import utcnow
 from shared.contract.heartbeat import Heartbeat
 from tests.e2e.conftest import RunningSuite
-from tests.e2e.console.browser import CONSOLE_TESTS, Scenarios, needs_browser
+from tests.e2e.console.browser import CONSOLE_WEB, Scenarios, needs_browser, node_binary, node_env
 
 # Order matters only for screenshots and speed: `models` makes the scripted server the active
 # model through the UI; the run scenarios make sure of it themselves over the API. `chain` clears
@@ -28,14 +27,19 @@ SCENARIOS = ["login", "models", "run", "approve", "reload", "offline", "kb", "to
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-def test_console_logic() -> None:
-    """SSE parsing, at-most-once event folding, DAG layout and diff: node's test runner."""
+VITEST = CONSOLE_WEB / "node_modules" / "vitest" / "vitest.mjs"
+
+
+@pytest.mark.skipif(node_binary() is None or not VITEST.exists(), reason="node or the console npm packages are missing")
+def test_console_components() -> None:
+    """The console's logic and components with vitest (services/gateway/console/web/src/**/*.test.*):
+    SSE parsing, at-most-once event folding, layout, diff, the chat's Markdown, the editor's document."""
     proc = subprocess.run(
-        ["node", "--test", "unit/"], cwd=CONSOLE_TESTS, capture_output=True, text=True, timeout=60, check=False
+        [node_binary() or "node", str(VITEST), "run"], cwd=CONSOLE_WEB, env=node_env(), capture_output=True, text=True,
+        timeout=180, check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "# fail 0" in proc.stdout and "# pass 0" not in proc.stdout
+    assert " failed" not in proc.stdout and " passed" in proc.stdout, proc.stdout
 
 
 @needs_browser
