@@ -53,10 +53,6 @@ class Subjects:
         a task or chat run: readers that must not answer ahead of a record wait for it."""
         return f"{self.prefix}.recorded.{run_id}"
 
-    @property
-    def recorded_all(self) -> str:
-        return f"{self.prefix}.recorded.*"
-
     def tool(self, service: ToolService, tool: str) -> str:
         return f"{self.prefix}.tools.{service}.{tool}"
 

@@ -37,31 +37,40 @@ async def announce(bus: Bus | None, run_ids: Iterable[str]) -> None:
 
 
 class RecordWatch:
-    """This gateway's waiters for records, woken by the announcements of any replica."""
+    """This gateway's waiters for records, woken by the announcements of any replica. It listens
+    only for the runs someone waits on (a subscription per such run, while they wait): most
+    announcements have no reader waiting, and then no gateway receives them."""
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
         self._waiters: dict[str, set[asyncio.Event]] = {}
-        self._sub: Subscription | None = None
+        self._subs: dict[str, Subscription] = {}
 
     async def start(self) -> None:
-        self._sub = await self.bus.nc.subscribe(self.bus.subjects.recorded_all, cb=self._announced)
+        """Nothing to do until a reader waits (kept for the lifespan's symmetry)."""
 
     async def stop(self) -> None:
-        if self._sub is not None:
+        subs, self._subs = list(self._subs.values()), {}
+        for sub in subs:
             with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+                await sub.unsubscribe()
 
-    async def _announced(self, msg: Msg) -> None:
-        for woken in self._waiters.get(msg.subject.rsplit(".", 1)[-1], ()):
-            woken.set()
+    def _announced(self, run_id: str) -> Callable[[Msg], Awaitable[None]]:
+        async def wake(_: Msg) -> None:
+            for woken in self._waiters.get(run_id, ()):
+                woken.set()
+
+        return wake
 
     async def until(self, run_id: str, agrees: Callable[[], Awaitable[bool]], timeout_s: float = WAIT_S) -> bool:
         """Wait until `agrees()` (a read of the record); False when it still does not after
         `timeout_s` (the caller answers with what the log says)."""
         woken = asyncio.Event()
-        self._waiters.setdefault(run_id, set()).add(woken)
+        if run_id not in self._waiters:
+            self._waiters[run_id] = set()
+            self._subs[run_id] = await self.bus.nc.subscribe(self.bus.subjects.recorded(run_id),
+                                                             cb=self._announced(run_id))
+        self._waiters[run_id].add(woken)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         try:
@@ -82,3 +91,7 @@ class RecordWatch:
                 waiters.discard(woken)
                 if not waiters:
                     del self._waiters[run_id]
+                    sub = self._subs.pop(run_id, None)
+                    if sub is not None:
+                        with contextlib.suppress(Exception):
+                            await sub.unsubscribe()
