@@ -22,14 +22,12 @@ Nothing else writes a run's state: readers of a run (its streams, `/lg`, `/v1`) 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from anyio import from_thread
-from nats.aio.msg import Msg
 from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
@@ -45,13 +43,13 @@ from services.gateway.dsl import check_dsl
 from services.gateway.ids import new_id
 from services.gateway.problems import ApiProblem
 from services.gateway.runs import submit as tasks
+from services.gateway.runs.consumer import EventConsumer
 from services.gateway.runs.recorded import announce
 from services.gateway.runs.submit import BeforeQueue
 from services.gateway.tables import Task
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event, last_event_n
-from shared.bus.pull import PullLoop
-from shared.contract.events import AnyEvent, DoneEvent, QueuedEvent, StatusEvent, finish_task, parse_event
+from shared.contract.events import AnyEvent, DoneEvent, QueuedEvent, StatusEvent, finish_task
 from shared.contract.task import TERMINAL
 
 log = logging.getLogger("agentix.gateway.chat")
@@ -275,32 +273,14 @@ class ConversationQueue:
     def __init__(self, bus: Bus, db: Database, batch: int = 200) -> None:
         self.bus = bus
         self.db = db
-        self._loop = PullLoop(bus, bus.names.events_stream, bus.names.chat_consumer, self.handle, batch=batch)
+        self._consumer = EventConsumer(bus, bus.names.chat_consumer, self.advance, name="conversation queue",
+                                       batch=batch)
 
     async def start(self) -> None:
-        await self._loop.start()
+        await self._consumer.start()
 
     async def stop(self) -> None:
-        await self._loop.stop()
-
-    async def handle(self, msgs: list[Msg]) -> None:
-        events: list[AnyEvent] = []
-        for msg in msgs:
-            try:
-                events.append(parse_event(msg.data))
-            except ValueError:
-                log.warning("conversation queue: dropping an unreadable event on %s", msg.subject)
-        try:
-            await self.advance(events)
-        except Exception:
-            log.exception("conversation queue: advancing failed; the events will be redelivered")
-            for msg in msgs:
-                with contextlib.suppress(Exception):
-                    await msg.nak(delay=2.0)
-            return
-        for msg in msgs:
-            with contextlib.suppress(Exception):
-                await msg.ack()
+        await self._consumer.stop()
 
     async def advance(self, events: Sequence[AnyEvent]) -> None:
         moved: set[str] = set()

@@ -5,20 +5,13 @@ follow their tasks on the conversation queue's own consumer (`chat.queue`)."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
-
-from nats.aio.msg import Msg
-
 from services.gateway.db import Database
 from services.gateway.fleet.metrics import GatewayMetrics
+from services.gateway.runs.consumer import EventConsumer
 from services.gateway.runs.recorded import announce
 from services.gateway.runs.records import apply_events
 from shared.bus import Bus
-from shared.bus.pull import PullLoop
-from shared.contract.events import AnyEvent, parse_event
-
-log = logging.getLogger("agentix.gateway.recorder")
+from shared.contract.events import AnyEvent
 
 
 class Recorder:
@@ -28,41 +21,20 @@ class Recorder:
         self.db = db
         self.metrics = metrics
         self.applied = 0
-        self._loop = PullLoop(bus, bus.names.events_stream, bus.names.recorder_consumer, self.handle, batch=batch,
-                              linger_s=linger_s)
+        self._consumer = EventConsumer(bus, bus.names.recorder_consumer, self.record, name="recorder", batch=batch,
+                                       linger_s=linger_s)
 
     async def start(self) -> None:
-        await self._loop.start()
+        await self._consumer.start()
 
     async def stop(self) -> None:
-        await self._loop.stop()
+        await self._consumer.stop()
 
-    async def handle(self, msgs: list[Msg]) -> None:
-        events: list[AnyEvent] = []
-        good: list[Msg] = []
-        for msg in msgs:
-            try:
-                events.append(parse_event(msg.data))
-                good.append(msg)
-            except ValueError:
-                log.warning("recorder: dropping an unreadable event on %s", msg.subject)
-                with contextlib.suppress(Exception):
-                    await msg.term()
-        if not good:
-            return
-        try:
-            changed = await self.db.run(apply_events, events)
-            await announce(self.bus, changed)
-        except Exception:
-            log.exception("recorder: database write failed; events will be redelivered")
-            for msg in good:
-                with contextlib.suppress(Exception):
-                    await msg.nak(delay=2.0)
-            return
+    async def record(self, events: list[AnyEvent]) -> None:
+        """One batch, committed and then announced (`recorded`); acked by the consumer after."""
+        changed = await self.db.run(apply_events, events)
+        await announce(self.bus, changed)
         self.applied += len(events)
         if self.metrics is not None:
             for event in events:
                 self.metrics.recorded_events.labels(type=event.type).inc()
-        for msg in good:
-            with contextlib.suppress(Exception):
-                await msg.ack()
