@@ -14,6 +14,7 @@ from services.tools_go_equiv.kb.vectors import VectorCache
 from shared.bus import Bus
 from shared.bus.tools import ToolClient
 from shared.contract.ingest import KbChanged
+from shared.installed import Installed
 from shared.settings import ToolsGoSettings
 
 if TYPE_CHECKING:
@@ -40,15 +41,6 @@ class Runtime:
         await self.bus.publish(self.bus.subjects.kb_changed(kb_id), change)
 
 
-_current: Runtime | None = None
-
-
-def install(runtime: Runtime | None) -> None:
-    global _current
-    _current = runtime
-
-
-def get() -> Runtime:
-    if _current is None:
-        raise RuntimeError("tools_go_equiv runtime not started")
-    return _current
+_installed: Installed[Runtime] = Installed("tools_go_equiv runtime")
+install = _installed.install
+get = _installed.get

@@ -8,6 +8,7 @@ import asyncio
 from dataclasses import dataclass
 
 from services.tools_py.sandbox import Sandbox
+from shared.installed import Installed
 from shared.settings import ToolsPySettings
 
 
@@ -22,15 +23,6 @@ class Runtime:
         return cls(settings, Sandbox(settings.sandbox_base_dir), asyncio.Semaphore(settings.sandbox_concurrency))
 
 
-_current: Runtime | None = None
-
-
-def install(runtime: Runtime | None) -> None:
-    global _current
-    _current = runtime
-
-
-def get() -> Runtime:
-    if _current is None:
-        raise RuntimeError("tools_py runtime not started")
-    return _current
+_installed: Installed[Runtime] = Installed("tools_py runtime")
+install = _installed.install
+get = _installed.get
