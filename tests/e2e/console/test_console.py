@@ -18,7 +18,8 @@ from shared.bus import Bus
 from shared.contract.base import utcnow
 from shared.contract.heartbeat import Heartbeat
 from tests.e2e.conftest import RunningSuite
-from tests.e2e.console.browser import CONSOLE_WEB, Scenarios, needs_browser, node_binary, node_env
+from tests.e2e.console.browser import CONSOLE_WEB, Scenarios, needs_browser
+from tests.support.node import node_binary, node_env
 
 # Order matters only for screenshots and speed: `models` makes the scripted server the active
 # model through the UI; the run scenarios make sure of it themselves over the API. `chain` clears
