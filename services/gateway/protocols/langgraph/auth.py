@@ -17,7 +17,7 @@ async def lg_user(request: Request) -> Principal:
     api_key = request.headers.get("x-api-key")
     if not authorization and api_key:
         authorization = f"Bearer {api_key}"
-    return await admit(request.app.state, request.scope, authorization)
+    return await admit(request.app.state, request.scope, authorization, ("chat",))
 
 
 LgUser = Annotated[Principal, Depends(lg_user)]

@@ -52,7 +52,7 @@ class McpEndpoint:
         scope.setdefault("route", self.route)
         st = self.app.state
         try:
-            principal = await admit(st, scope, header(scope, b"authorization"))
+            principal = await admit(st, scope, header(scope, b"authorization"), ("mcp",))
         except ApiProblem as problem:
             await send_problem(scope, receive, send, problem)
             return

@@ -21,7 +21,7 @@ OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 async def caller(request: Request) -> Principal:
     """The authenticated caller, within their rate limit (401 / 429 otherwise)."""
     try:
-        return await admit(request.app.state, request.scope, request.headers.get("authorization"))
+        return await admit(request.app.state, request.scope, request.headers.get("authorization"), ("chat",))
     except ApiProblem as problem:
         problem.type = OPENAI_CODES.get(problem.status, problem.type)
         raise
