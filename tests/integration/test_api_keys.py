@@ -6,6 +6,7 @@ close doors; bad input is a problem; last uses are written in batches; the actin
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -19,8 +20,10 @@ from langgraph_sdk.errors import AuthenticationError
 from openai import AsyncOpenAI
 from sqlalchemy import update
 
+from agentix.cli import main
 from services.gateway.embedded import EmbeddedGateway
 from services.gateway.tables import ApiKey
+from shared.auth_tokens import mint_token
 from tests.conftest import make_settings
 from tests.integration.chat_support import ChatStack, chat_stack
 from tests.integration.test_mcp_server import by_name, mcp_session
@@ -201,3 +204,36 @@ async def test_scopes_close_doors_and_bad_input_is_a_problem(stack: ChatStack, s
         assert bad.headers["content-type"].startswith("application/problem+json")
         assert bad.json()["errors"][0]["field"] == field
     assert (await user.post("/api/v1/keys", json={"name": "x", "ttl": "9d"})).status_code in (400, 422)
+
+
+async def test_the_cli_makes_lists_and_revokes_keys(stack: ChatStack, capsys: pytest.CaptureFixture[str]) -> None:
+    gateway = stack.gateways[0]
+    token = mint_token(stack.settings, "cli-user")
+    server = ["--url", gateway.url, "--token", token]
+
+    async def cli(*argv: str) -> tuple[int, str, str]:
+        code = await asyncio.to_thread(main, ["key", *argv, *server])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, err = await cli("create", "--name", "ci", "--expires", "90d", "--scope", "chat")
+    assert code == 0, err
+    key = out.strip()
+    assert key.startswith("agx_") and "not shown again" in err
+    async with with_key(gateway, key) as api:  # chat only: not the API
+        assert (await api.get("/api/v1/keys")).status_code == 403
+    code, out, err = await cli("list")
+    assert code == 0, err
+    header, row = out.splitlines()
+    assert header.split()[:4] == ["ID", "NAME", "PREFIX", "SCOPES"]
+    key_id, name, prefix, scopes = row.split()[:4]
+    assert (name, prefix, scopes) == ("ci", key[:12], "chat")
+    assert key not in out
+    code, out, err = await cli("revoke", key_id)
+    assert code == 0, err
+    assert out.startswith(f"key {key_id} revoked")
+    lg = get_client(url=gateway.url + "/lg", api_key=key)
+    with pytest.raises(AuthenticationError):
+        await lg.threads.create()
+    code, out, err = await cli("create", "--name", "x", "--expires", "soon")
+    assert code == 1 and "expires_in" in err
