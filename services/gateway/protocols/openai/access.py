@@ -1,7 +1,8 @@
-"""Who may call `/v1` and how much: the API's bearer token (an OpenAI client sends it as its API
-key), the same per-user rate limit, and the tier-1 guardrail on what the user wrote
-(`admission`: the API applies these in middleware under `/api/v1` only). Audit, body limits,
-request ids and metrics come from the gateway's outer middleware."""
+"""Who may call `/v1` and how much: the API's bearer token or an API key with scope `chat` (an
+OpenAI client sends either as its API key), the same per-user rate limit, and the tier-1
+guardrail on what the user wrote (`admission`: the API applies these in middleware under
+`/api/v1` only). Audit, body limits, request ids and metrics come from the gateway's outer
+middleware."""
 
 from __future__ import annotations
 
