@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import AuthenticationError
+from langgraph_sdk.errors import AuthenticationError, PermissionDeniedError
 from openai import AsyncOpenAI
 from sqlalchemy import update
 
@@ -83,6 +83,9 @@ async def test_a_key_works_on_every_door_with_the_real_clients(stack: ChatStack,
     assert (await lg.threads.get(thread["thread_id"]))["thread_id"] == thread["thread_id"]
     with pytest.raises(AuthenticationError):
         await get_client(url=stack.gateways[0].url + "/lg", api_key="agx_wrong").threads.create()
+
+    async with with_key(stack.gateways[1], key) as plain:  # `/lg` takes it as `Authorization` too
+        assert (await plain.get(f"/lg/threads/{thread['thread_id']}")).status_code == 200
 
     async with mcp_session(f"{stack.gateways[0].url}/mcp", key) as session:
         assert isinstance(by_name(await session.list_tools()), dict)
@@ -181,6 +184,15 @@ async def test_scopes_close_doors_and_bad_input_is_a_problem(stack: ChatStack, s
         mcp = await api.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                              headers={"Accept": "application/json, text/event-stream"})
         assert mcp.status_code == 403
+
+    mcp_only = await make_key(root, scopes=["mcp"])
+    async with mcp_session(f"{gateway.url}/mcp", mcp_only["key"]) as session:
+        assert isinstance(by_name(await session.list_tools()), dict)
+    async with AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=mcp_only["key"], max_retries=0) as ai:
+        with pytest.raises(openai.PermissionDeniedError):
+            await ai.models.list()
+    with pytest.raises(PermissionDeniedError):
+        await get_client(url=gateway.url + "/lg", api_key=mcp_only["key"]).threads.create()
 
     api_key = await make_key(root, scopes=["api"])  # an admin's key without `admin`: no admin routes
     async with with_key(gateway, api_key["key"]) as api:
