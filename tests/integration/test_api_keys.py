@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -120,7 +120,7 @@ async def test_a_revoked_key_is_refused_at_once_on_both_replicas(stack: ChatStac
     a, b = stack.gateways
     # Each replica must know the other to wait for its confirmation.
     for gateway in (a, b):
-        await eventually(lambda g=gateway: _sees_gateways(g, 2))
+        await eventually(_sees_gateways(gateway, 2))
     async with with_key(a, made["key"]) as on_a, with_key(b, made["key"]) as on_b:
         assert (await on_a.get("/api/v1/keys")).status_code == 200
         assert (await on_b.get("/api/v1/keys")).status_code == 200
@@ -142,10 +142,10 @@ async def test_a_revoked_key_is_refused_at_once_on_both_replicas(stack: ChatStac
     assert (await other.delete(f"/api/v1/keys/{made['id']}")).status_code == 404  # not theirs
 
 
-def _sees_gateways(gateway: EmbeddedGateway, count: int) -> Any:
+def _sees_gateways(gateway: EmbeddedGateway, count: int) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         return len(gateway.app.state.instances.live("gateway")) >= count  # type: ignore[union-attr]
-    return check()
+    return check
 
 
 async def test_an_expired_key_is_refused(stack: ChatStack) -> None:
