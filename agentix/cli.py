@@ -1,4 +1,4 @@
-"""`agentix …` — start the suite, run workflows, chat, mint tokens, manage users, watch status."""
+"""`agentix …` — start the suite, run workflows, chat, mint tokens, manage users and API keys, watch status."""
 
 from __future__ import annotations
 
@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     secret.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     add.add_argument("--data-dir", default=os.environ.get("AGENTIX_DATA_DIR"))
     sub.add_parser("migrate", help="apply database migrations")
+    from agentix.keys import add_key_parser
+
+    add_key_parser(sub, _server_options)
     return parser
 
 
@@ -145,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentix.users import add_user_command
 
         return add_user_command(args, _settings(args.data_dir))
+    if args.command == "key":
+        from agentix.keys import key_command
+
+        return key_command(args)
     if args.command == "migrate":
         return _exec_module("services.gateway", ["migrate"])
     return 2

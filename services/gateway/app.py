@@ -17,6 +17,8 @@ from starlette.types import Scope
 from services.gateway.access.admission import record_verdict
 from services.gateway.access.auth import VerifiedTokens
 from services.gateway.access.guardrail import Guardrail, Verdict
+from services.gateway.access.key_auth import KeyVerifier
+from services.gateway.access.key_revocations import KeyRevocations
 from services.gateway.access.ratelimit import RateLimiter
 from services.gateway.admin.control_publisher import ControlPublisher
 from services.gateway.audit import write_audit
@@ -56,7 +58,8 @@ from shared.telemetry import setup_tracing
 log = logging.getLogger("agentix.gateway")
 
 SERVICE = "gateway"
-CORE_ROUTERS = ("health", "auth", "users", "dsl", "tasks", "events", "workflows", "admin", "mcp_servers", "chat")
+CORE_ROUTERS = ("health", "auth", "users", "keys", "dsl", "tasks", "events", "workflows", "admin", "mcp_servers",
+                "chat")
 # Written by other modules of the project; mounted when present.
 OPTIONAL_ROUTERS = ("kb", "memory", "reports")
 
@@ -87,8 +90,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
             await host.stop()
         finally:
-            st.bus = st.run_feeds = st.record_watch = None
+            st.bus = st.run_feeds = st.record_watch = st.key_revocations = None
             await st.limiter.close()
+            await st.api_keys.close()  # the last uses not yet written
             await st.db.drain()
             st.db.close()
 
@@ -103,6 +107,7 @@ async def _start_bus_side(app: FastAPI, host: ServiceHost) -> None:
         _wire_bus_side(app, host, bus)
         await st.publisher.sync_all()
         await st.instances.start()
+        await st.key_revocations.start()
         await st.recorder.start()
         await st.conversation_queue.start()
         await st.record_watch.start()
@@ -132,6 +137,8 @@ def _wire_bus_side(app: FastAPI, host: ServiceHost, bus: Bus) -> None:
     bus.on_reconnect(st.publisher.sync_soon)  # a change saved while NATS was down goes out now
     st.instances = InstanceRegistry(bus)
     host.on_drain("instance registry", st.instances.stop)
+    st.key_revocations = KeyRevocations(bus, st.api_keys, st.instances, host.instance)
+    host.on_drain("key revocations", st.key_revocations.stop)
     st.recorder = Recorder(bus, st.db, st.metrics, linger_s=settings.recorder_linger_ms / 1000)
     host.on_drain("event recorder", st.recorder.stop)
     st.conversation_queue = ConversationQueue(bus, st.db)
@@ -192,7 +199,7 @@ def _install_middleware(app: FastAPI, settings: GatewaySettings) -> None:
     # Starlette wraps in reverse order of addition: the last added is the outermost.
     app.add_middleware(GuardrailMiddleware, guardrail=st.guardrail, record=record_guardrail)
     app.add_middleware(RateLimitMiddleware, limiter=st.limiter)
-    app.add_middleware(AuthMiddleware, settings=settings, verified=st.verified_tokens)
+    app.add_middleware(AuthMiddleware, settings=settings, verified=st.verified_tokens, keys=st.api_keys)
     app.add_middleware(BodyLimitMiddleware)
     app.add_middleware(
         CORSMiddleware,
@@ -231,7 +238,8 @@ def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) 
     st.settings = settings
     st.db = db
     st.verified_tokens = VerifiedTokens()
-    st.bus = None
+    st.api_keys = KeyVerifier(db, settings)
+    st.bus = st.key_revocations = None
     # Set once the bus side has started (lifespan).
     st.run_feeds = st.record_watch = st.publisher = st.instances = None
     st.host = None  # the service host, with where the start is (`startup`), from the lifespan on

@@ -156,6 +156,7 @@ class AuditEntry(GatewayModel, table=True):
     outcome: str = Field(max_length=16)
     request_id: str | None = Field(default=None, max_length=128)
     ip: str | None = Field(default=None, max_length=64)
+    key_id: str | None = Field(default=None, max_length=64)  # the API key that acted (None: a bearer token)
 
 
 class GuardrailEventRow(GatewayModel, table=True):
@@ -239,3 +240,22 @@ class McpServerRow(GatewayModel, table=True):
     high_risk_tools: list[str] = _json(list)
     created_at: datetime = _stamp()
     updated_at: datetime = _stamp()
+
+
+class ApiKey(GatewayModel, table=True):
+    """A user's long-lived API key (`access/api_keys.py`): only its HMAC is stored, with the
+    first characters (`prefix`) to recognise it by."""
+
+    __tablename__ = "api_keys"
+
+    id: str = Field(primary_key=True, max_length=64)
+    user_id: str = Field(index=True, max_length=64)
+    name: str = Field(max_length=100)
+    prefix: str = Field(max_length=16)
+    hash: str = Field(max_length=64, unique=True)
+    scopes: list[str] = _json(list)
+    admin: bool = False  # the creator was an administrator (the `admin` scope needs it)
+    created_at: datetime = _stamp()
+    last_used_at: datetime | None = _ts()
+    expires_at: datetime | None = _ts()
+    revoked_at: datetime | None = _ts()

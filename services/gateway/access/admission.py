@@ -10,13 +10,16 @@ from collections.abc import Iterable
 from starlette.datastructures import State
 from starlette.types import Scope
 
-from services.gateway.access.auth import AuthError, principal_from_header
+from services.gateway.access.api_keys import is_api_key
+from services.gateway.access.auth import AuthError, VerifiedTokens, bearer_of, principal_from_header
 from services.gateway.access.guardrail import Verdict
+from services.gateway.access.key_auth import KeyVerifier
 from services.gateway.access.principal import Principal
 from services.gateway.access.ratelimit import Decision, RateLimiter
 from services.gateway.audit import write_guardrail_event
 from services.gateway.middleware.common import route_template, state
 from services.gateway.problems import ApiProblem
+from shared.settings import GatewaySettings
 
 
 def unauthorized(exc: AuthError) -> ApiProblem:
@@ -36,11 +39,30 @@ def blocked(verdict: Verdict, what: str) -> ApiProblem:
                       errors=[{"code": "guardrail_blocked", "message": rule} for rule in verdict.rules])
 
 
-async def admit(st: State, scope: Scope, authorization: str | None) -> Principal:
-    """The caller of a request outside `/api/v1`: token verified (401), within its rate limit
-    (429), and named in the request's state for the audit row."""
+def out_of_scope(principal: Principal, scopes: tuple[str, ...]) -> ApiProblem:
+    held = ", ".join(sorted(principal.scopes or ())) or "none"
+    return ApiProblem(403, "Forbidden", f"This API key's scopes ({held}) do not include {' or '.join(scopes)}.",
+                      type_="insufficient_scope")
+
+
+async def authenticate(settings: GatewaySettings, verified: VerifiedTokens, keys: KeyVerifier,
+                       authorization: str | None, scopes: tuple[str, ...]) -> Principal:
+    """The one authentication of every door: `Authorization: Bearer <jwt or API key>` → the
+    principal (AuthError: 401); an API key must hold one of the door's `scopes` (403)."""
+    if not settings.auth_disabled and is_api_key(bearer_of(authorization)):
+        principal = await keys.principal(bearer_of(authorization))
+        if not principal.allows(*scopes):
+            raise out_of_scope(principal, scopes)
+        return principal
+    return principal_from_header(settings, authorization, verified)
+
+
+async def admit(st: State, scope: Scope, authorization: str | None, scopes: tuple[str, ...]) -> Principal:
+    """The caller of a request outside `/api/v1`: token or API key verified (401), the key's
+    scopes open this door (`scopes`, 403), within its rate limit (429), and named in the
+    request's state for the audit row."""
     try:
-        principal = principal_from_header(st.settings, authorization, st.verified_tokens)
+        principal = await authenticate(st.settings, st.verified_tokens, st.api_keys, authorization, scopes)
     except AuthError as exc:
         raise unauthorized(exc) from exc
     state(scope)["principal"] = principal

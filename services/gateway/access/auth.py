@@ -56,6 +56,16 @@ def is_admin_id(settings: GatewaySettings, user_id: str) -> bool:
     return user_id in settings.admin_users
 
 
+def bearer_of(authorization: str | None) -> str:
+    """The token of `Authorization: Bearer <token>` (a JWT or an API key)."""
+    if not authorization:
+        raise AuthError("A bearer token is required.")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("Use the Authorization: Bearer <token> scheme.")
+    return token.strip()
+
+
 def principal_from_header(
     settings: GatewaySettings, authorization: str | None, verified: VerifiedTokens | None = None
 ) -> Principal:
@@ -64,12 +74,7 @@ def principal_from_header(
     if settings.auth_disabled:
         # Explicit dev mode only: one fixed user who may do everything.
         return Principal(id=settings.dev_user, is_admin=True)
-    if not authorization:
-        raise AuthError("A bearer token is required.")
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise AuthError("Use the Authorization: Bearer <token> scheme.")
-    token = token.strip()
+    token = bearer_of(authorization)
     known = verified.get(token) if verified is not None else None
     if known is not None:
         return known

@@ -51,6 +51,7 @@ class AuditMiddleware:
             try:
                 await self.write(
                     user_id=principal.id if principal else None,
+                    key_id=principal.key_id if principal else None,
                     method=scope["method"],
                     route=route_template(scope) if scope.get("route") else scope.get("path", "")[:300],
                     target=_target(scope),

@@ -8,6 +8,7 @@ import { env, check, shot, login, apiClient, ensureScriptedChain, cuttableProxy,
 import { newcomer } from './newcomer.mjs';
 import { chain, parked } from './chain.mjs';
 import { mcp } from './mcp.mjs';
+import { keys } from './keys.mjs';
 import { chat, chat_queue, chat_stop, chat_reload } from './chat.mjs';
 import { editor_build, editor_examples, editor_clipboard, editor_approval, editor_perf } from './editor.mjs';
 
@@ -379,6 +380,7 @@ export const scenarios = {
   chain, // in chain.mjs
   parked, // in chain.mjs
   mcp, // in mcp.mjs
+  keys, // in keys.mjs
   chat, chat_queue, chat_stop, chat_reload, // in chat.mjs
   editor_build, editor_examples, editor_clipboard, editor_approval, editor_perf, // in editor.mjs
 };

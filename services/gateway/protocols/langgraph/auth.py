@@ -1,6 +1,6 @@
-"""Who calls `/lg`: the API's bearer token, sent as `Authorization: Bearer …` (the SDK's
-`headers=`) or as the SDK's API key (`x-api-key`), within the same per-user rate limit
-(`admission.admit`: the API's middleware covers `/api/v1` only)."""
+"""Who calls `/lg`: the API's bearer token or an API key with scope `chat`, sent as
+`Authorization: Bearer …` (the SDK's `headers=`) or as the SDK's API key (`x-api-key`), within the
+same per-user rate limit (`admission.admit`: the API's middleware covers `/api/v1` only)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ async def lg_user(request: Request) -> Principal:
     api_key = request.headers.get("x-api-key")
     if not authorization and api_key:
         authorization = f"Bearer {api_key}"
-    return await admit(request.app.state, request.scope, authorization)
+    return await admit(request.app.state, request.scope, authorization, ("chat",))
 
 
 LgUser = Annotated[Principal, Depends(lg_user)]

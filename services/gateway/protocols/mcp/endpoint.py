@@ -6,8 +6,9 @@ started by the first `/mcp` request, and stopped with the gateway's lifespan.
 
 The gateway's outer middleware applies as to every route (recovery, tracing, request id,
 metrics and access log, audit of every POST, CORS, body limits). Authentication and the rate
-limit, which the API applies under `/api/v1` only, are applied here: the same bearer token and
-the same per-user budget. The tier-1 guardrail guards task input and does not apply to tool calls."""
+limit, which the API applies under `/api/v1` only, are applied here: the same bearer token (or
+an API key with scope `mcp`) and the same per-user budget. The tier-1 guardrail guards task
+input and does not apply to tool calls."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class McpEndpoint:
         scope.setdefault("route", self.route)
         st = self.app.state
         try:
-            principal = await admit(st, scope, header(scope, b"authorization"))
+            principal = await admit(st, scope, header(scope, b"authorization"), ("mcp",))
         except ApiProblem as problem:
             await send_problem(scope, receive, send, problem)
             return

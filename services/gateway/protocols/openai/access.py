@@ -1,7 +1,8 @@
-"""Who may call `/v1` and how much: the API's bearer token (an OpenAI client sends it as its API
-key), the same per-user rate limit, and the tier-1 guardrail on what the user wrote
-(`admission`: the API applies these in middleware under `/api/v1` only). Audit, body limits,
-request ids and metrics come from the gateway's outer middleware."""
+"""Who may call `/v1` and how much: the API's bearer token or an API key with scope `chat` (an
+OpenAI client sends either as its API key), the same per-user rate limit, and the tier-1
+guardrail on what the user wrote (`admission`: the API applies these in middleware under
+`/api/v1` only). Audit, body limits, request ids and metrics come from the gateway's outer
+middleware."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 async def caller(request: Request) -> Principal:
     """The authenticated caller, within their rate limit (401 / 429 otherwise)."""
     try:
-        return await admit(request.app.state, request.scope, request.headers.get("authorization"))
+        return await admit(request.app.state, request.scope, request.headers.get("authorization"), ("chat",))
     except ApiProblem as problem:
         problem.type = OPENAI_CODES.get(problem.status, problem.type)
         raise

@@ -21,6 +21,7 @@ import SubmitPage from './pages/Submit';
 import RunPage from './pages/Run';
 import KbPage from './pages/Kb';
 import KbDetailPage from './pages/KbDetail';
+import KeysPage from './pages/Keys';
 import EditorPage from './editor/EditorPage';
 
 export const BASE = '/console';
@@ -37,6 +38,7 @@ const NAV = [
   { href: '/chat', label: 'Chat' },
   { href: '/runs', label: 'Runs' },
   { href: '/kb', label: 'Knowledge' },
+  { href: '/keys', label: 'Keys' },
 ];
 
 // Session changes (login, logout, an expired token) re-render the shell.
@@ -130,6 +132,7 @@ function App() {
         <Route path="/runs/:id" element={page(<RunPage />, 'Run')} />
         <Route path="/kb" element={page(<KbPage />, 'Knowledge bases')} />
         <Route path="/kb/:name" element={page(<KbDetailPage />, 'Knowledge base')} />
+        <Route path="/keys" element={page(<KeysPage />, 'API keys')} />
         <Route path="*" element={page(<NotFound />, 'Not found')} />
       </Routes>
       <Toasts />
