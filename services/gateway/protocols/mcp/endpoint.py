@@ -25,6 +25,8 @@ from services.gateway.access.admission import admit
 from services.gateway.middleware.body_limits import JSON_LIMIT
 from services.gateway.middleware.common import header, send_problem
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.mcp.discovery import challenge, discovery_routes
+from services.gateway.protocols.mcp.origins import refusal
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -51,9 +53,15 @@ class McpEndpoint:
         # label requests by it.
         scope.setdefault("route", self.route)
         st = self.app.state
+        refused = refusal(st.settings, header(scope, b"host"), header(scope, b"origin"))
+        if refused is not None:  # DNS rebinding: before the token, before anything else
+            await send_problem(scope, receive, send, ApiProblem(403, "Forbidden", refused))
+            return
         try:
             principal = await admit(st, scope, header(scope, b"authorization"))
         except ApiProblem as problem:
+            if problem.http_status == 401:  # where to learn how to authenticate (RFC 9728)
+                problem.headers = {**(problem.headers or {}), "WWW-Authenticate": challenge(scope)}
             await send_problem(scope, receive, send, problem)
             return
         transport: McpTransport | None = getattr(st, "mcp_transport", None)
@@ -129,6 +137,7 @@ def mount_mcp(app: FastAPI) -> None:
     """Serve MCP at `/mcp`; its transport lives within the gateway's lifespan."""
     # First in the table: the router tries routes in order, and every MCP message is a request.
     app.router.routes.insert(0, McpEndpoint(app).route)
+    app.router.routes[1:1] = discovery_routes()  # ahead of the console's catch-all
     inner: Callable[[Any], AbstractAsyncContextManager[Any]] = app.router.lifespan_context
 
     @asynccontextmanager
