@@ -92,10 +92,11 @@ class McpTransport:
             if self._sessions is None and not self._closing.is_set():
                 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+                from services.gateway.protocols.mcp.reads import McpReads
                 from services.gateway.protocols.mcp.server import McpTools, build_server
 
                 tools = McpTools(self.app)
-                server = build_server(tools)
+                server = build_server(tools, McpReads(self.app))
                 sessions = StreamableHTTPSessionManager(
                     app=server, stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
                 )
