@@ -85,6 +85,3 @@ class McpPrompts:
             raise MCPError(types.INVALID_PARAMS, f"Prompt {name!r} has no argument(s): {', '.join(unknown)}")
         message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=render(text, values)))
         return types.GetPromptResult(description=mcp_prompt(name, text).description, messages=[message])
-
-    async def known(self, name: str) -> bool:
-        return await self.app.state.db.run(_active, name) is not None

@@ -68,8 +68,7 @@ class McpReads:
         if isinstance(ref, types.ResourceTemplateReference):
             context = dict(params.context.arguments or {}) if params.context is not None else {}
             values = await self.resources.complete(who, ref.uri, params.argument.name, params.argument.value, context)
-        elif isinstance(ref, types.PromptReference) and not await self.prompts.known(ref.name):
-            raise MCPError(types.INVALID_PARAMS, f"Unknown prompt: {ref.name}")
+        # A prompt's arguments (a known prompt's or not) have no values Agentix knows: none offered.
         return types.CompleteResult(completion=types.Completion(
             values=values[:MAX_COMPLETIONS], total=len(values), has_more=len(values) > MAX_COMPLETIONS))
 
