@@ -32,3 +32,12 @@ class McpServers(Contract):
 
     revision: int = 0
     servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+
+class McpCancel(Contract):
+    """Core publish on `P.mcp.cancel` by the gateway that received an MCP client's
+    `notifications/cancelled`: the replica running that user's call with that JSON-RPC id
+    cancels its task."""
+
+    user_id: str
+    request_id: str

@@ -12,6 +12,7 @@ the same per-user budget. The tier-1 guardrail guards task input and does not ap
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -22,8 +23,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from services.gateway.access.admission import admit
+from services.gateway.access.principal import Principal
 from services.gateway.middleware.body_limits import JSON_LIMIT
-from services.gateway.middleware.common import header, send_problem
+from services.gateway.middleware.common import header, read_body, replay_body, send_problem, state
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.mcp.discovery import challenge, discovery_routes
 from services.gateway.protocols.mcp.origins import refusal
@@ -80,6 +82,7 @@ class McpTransport:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self._sessions: StreamableHTTPSessionManager | None = None
+        self._streaming: StreamableHTTPSessionManager | None = None
         self._server: Server[Any] | None = None
         self.tools: McpTools | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -100,26 +103,43 @@ class McpTransport:
                 sessions = StreamableHTTPSessionManager(
                     app=server, stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
                 )
+                streaming = StreamableHTTPSessionManager(
+                    app=server, stateless=True, json_response=False, max_request_body_size=JSON_LIMIT
+                )
                 started = asyncio.get_running_loop().create_future()
-                self._runner = asyncio.create_task(self._run(sessions, started), name="mcp transport")
+                self._runner = asyncio.create_task(self._run(sessions, streaming, started), name="mcp transport")
                 await started  # raises what the start raised
-                self._sessions, self._server, self.tools = sessions, server, tools
+                self._sessions, self._streaming, self._server, self.tools = sessions, streaming, server, tools
         return None if self._closing.is_set() else self._sessions
 
     async def handle(self, sessions: StreamableHTTPSessionManager, scope: Scope, receive: Receive,
                      send: Send) -> None:  # fmt: skip
-        """One POST: a handshake-era POST of one request in its own task (`single_exchange`),
+        """One POST: a workflow call that asked for progress by the SDK's transport in its SSE mode
+        (the notifications ride the POST's stream); a `notifications/cancelled` also told to every
+        replica; a handshake-era POST of one request in its own task (`single_exchange`);
         everything else by the SDK's transport."""
         from services.gateway.protocols.mcp.single_exchange import serve_single
 
-        assert self._server is not None  # set with `sessions`
+        assert self._server is not None and self._streaming is not None and self.tools is not None
+        body = await read_body(receive)
+        receive = await replay_body(body, receive)
+        message = _peek(body)
+        if message.get("method") == "notifications/cancelled":
+            request_id = (message.get("params") or {}).get("requestId")
+            principal = state(scope).get("principal")
+            if isinstance(request_id, str | int) and isinstance(principal, Principal):
+                await self.tools.workflows.cancel_request(principal, request_id)
+        elif _wants_progress(message):
+            await self._streaming.handle_request(scope, receive, send)
+            return
         rest = await serve_single(self._server, scope, receive, send)
         if rest is not None:
             await sessions.handle_request(scope, rest, send)
 
-    async def _run(self, sessions: StreamableHTTPSessionManager, started: asyncio.Future[None]) -> None:
+    async def _run(self, sessions: StreamableHTTPSessionManager, streaming: StreamableHTTPSessionManager,
+                   started: asyncio.Future[None]) -> None:  # fmt: skip
         try:
-            async with sessions.run():
+            async with sessions.run(), streaming.run():
                 started.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:
@@ -132,6 +152,25 @@ class McpTransport:
         self._closing.set()
         if self._runner is not None:
             await self._runner
+
+
+def _peek(body: bytes) -> dict[str, Any]:
+    """The JSON-RPC message of a POST, to route it; anything else ({}) is the SDK's to refuse."""
+    if b"notifications/cancelled" not in body and b"progressToken" not in body:
+        return {}  # most POSTs: not parsed twice
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+def _wants_progress(message: dict[str, Any]) -> bool:
+    params = message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and "progressToken" in meta and str(params.get("name", "")).startswith("workflow.")
 
 
 def mount_mcp(app: FastAPI) -> None:

@@ -1,0 +1,191 @@
+"""The caller's saved workflows as MCP tools (`workflow.<id>`): the input schema is the workflow's
+input node's, a call is a task of the workflow (submitted as `POST /api/v1/tasks` submits it) whose
+output comes back as `content` and `structuredContent` (`{task_id, status, output, error}`).
+
+While it runs, a call that carries a `progressToken` is answered on an SSE stream with a
+`notifications/progress` per finished node and per batch of tokens. A `notifications/cancelled`
+naming the call — on any gateway replica: the endpoint publishes it on `P.mcp.cancel` — cancels the
+task, as does the client going away. A run that parks on an approval ends the call with a result
+naming the task and how to answer the approval."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any
+
+import mcp_types as types
+from fastapi import FastAPI
+from mcp.server import ServerRequestContext
+from nats.aio.msg import Msg
+from sqlmodel import Session, col, select
+
+from services.gateway.access.principal import Principal
+from services.gateway.problems import ApiProblem
+from services.gateway.runs import submit as runs
+from services.gateway.runs.stream import NewRunFeed, run_entries
+from services.gateway.tables import Workflow
+from shared.contract.events import ApprovalRequestEvent, DoneEvent, NodeEndEvent, TokenEvent
+from shared.contract.mcp import McpCancel
+from shared.contract.task import TERMINAL
+
+log = logging.getLogger("agentix.gateway.mcp")
+PREFIX = "workflow."
+MAX_TOOLS = 200  # the newest workflows of the caller that are listed
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task_id": {"type": "string"},
+        "status": {"type": "string", "enum": [*sorted(TERMINAL), "waiting"]},
+        "output": {},
+        "error": {"type": ["string", "null"]},
+    },
+    "required": ["task_id", "status"],
+}
+ANYTHING: dict[str, Any] = {"type": "object", "additionalProperties": True}
+
+
+def input_schema(dsl: dict[str, Any]) -> dict[str, Any]:
+    node = next((n for n in dsl.get("nodes", []) if isinstance(n, dict) and n.get("kind") == "input"), None)
+    schema = (node.get("config") or {}).get("schema") if node else None
+    return schema if isinstance(schema, dict) and schema.get("type") == "object" else ANYTHING
+
+
+def _owned(session: Session, user_id: str) -> list[Workflow]:
+    query = select(Workflow).where(Workflow.user_id == user_id).order_by(col(Workflow.id).desc()).limit(MAX_TOOLS)
+    return list(session.exec(query))
+
+
+def mcp_tool(wf: Workflow) -> types.Tool:
+    return types.Tool(
+        name=f"{PREFIX}{wf.id}",
+        title=wf.name,
+        description=f"Runs the saved workflow {wf.name!r} as a task and returns its output.",
+        input_schema=input_schema(wf.dsl),
+        output_schema=OUTPUT_SCHEMA,
+        annotations=types.ToolAnnotations(title=wf.name, read_only_hint=False, destructive_hint=False,
+                                          idempotent_hint=False, open_world_hint=True),
+    )  # fmt: skip
+
+
+def result(task_id: str, status: str, output: Any = None, error: str | None = None,
+           text: str | None = None) -> types.CallToolResult:  # fmt: skip
+    structured = {"task_id": task_id, "status": status, "output": output, "error": error}
+    if text is None:  # one output node's text is the text itself; anything else its JSON
+        single = next(iter(output.values())) if isinstance(output, dict) and len(output) == 1 else output
+        text = single if isinstance(single, str) else json.dumps(output, ensure_ascii=False, default=str)
+        if error:
+            text = f"Task {task_id} {status}: {error}"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text or "")],
+                                structured_content=structured, is_error=status not in ("done", "waiting"))  # fmt: skip
+
+
+class Progress:
+    """The call's `notifications/progress`, when the client sent a token."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self.ctx = ctx
+        meta: dict[str, Any] = dict(ctx.meta or {})
+        self.token = meta.get("progress_token", meta.get("progressToken"))
+        self.count = 0
+        self.chars = 0
+
+    async def step(self, message: str) -> None:
+        if self.token is None:
+            return
+        self.count += 1
+        await self.ctx.session.send_progress_notification(self.token, self.count, message=message,
+                                                          related_request_id=str(self.ctx.request_id))  # fmt: skip
+
+    async def entry(self, event: Any) -> None:
+        if isinstance(event, NodeEndEvent):
+            await self.step(f"node {event.node_id} {event.status}")
+        elif isinstance(event, TokenEvent):  # the dispatcher batches a model's tokens into these
+            self.chars += len(event.text)
+            await self.step(f"node {event.node_id}: {self.chars} characters of tokens")
+
+
+class McpWorkflows:
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
+        self._running: dict[tuple[str, str], str] = {}  # (user, JSON-RPC id) -> task id, on this replica
+        self._sub: Any = None
+        self._sub_bus: Any = None
+
+    async def listing(self, who: Principal) -> list[types.Tool]:
+        return [mcp_tool(wf) for wf in await self.app.state.db.run(_owned, who.id)]
+
+    async def _listen(self) -> None:
+        bus = self.app.state.bus
+        if self._sub is None or self._sub_bus is not bus:
+            self._sub_bus = bus
+            self._sub = await bus.nc.subscribe(bus.subjects.mcp_cancel, cb=self._cancel_received)
+
+    async def cancel_request(self, who: Principal, request_id: str | int) -> None:
+        """A client's `notifications/cancelled`: every replica hears it, the one running the call acts."""
+        bus = getattr(self.app.state, "bus", None)
+        if bus is not None:
+            await bus.publish(bus.subjects.mcp_cancel, McpCancel(user_id=who.id, request_id=str(request_id)))
+
+    async def _cancel_received(self, msg: Msg) -> None:
+        try:
+            cancel = McpCancel.model_validate_json(msg.data)
+        except ValueError:
+            return
+        task_id = self._running.get((cancel.user_id, cancel.request_id))
+        if task_id is not None:
+            await self._cancel(Principal(id=cancel.user_id), task_id, "the MCP client cancelled the call")
+
+    async def _cancel(self, who: Principal, task_id: str, why: str) -> None:
+        st = self.app.state
+        with contextlib.suppress(ApiProblem):  # already ended
+            await runs.cancel(st.db, st.bus, who, task_id)
+        log.info("mcp: %s (task %s)", why, task_id)
+
+    async def call(self, ctx: ServerRequestContext[Any, Any], who: Principal, name: str,
+                   args: dict[str, Any]) -> types.CallToolResult | None:  # fmt: skip
+        """The call's result; None when `name` is not one of the caller's workflows."""
+        st = self.app.state
+        wf_id = name.removeprefix(PREFIX)
+        feed = NewRunFeed(st.run_feeds)
+        try:
+            task, _, _ = await runs.submit(st.db, st.bus, who, runs.SubmitTask(workflow_id=wf_id, input=args), None,
+                                           [], before_queue=feed.open)  # fmt: skip
+        except ApiProblem as problem:
+            feed.release()
+            if problem.status == 404:
+                return None
+            detail = "; ".join([problem.detail, *(e.get("message", "") for e in problem.errors or [])])
+            return types.CallToolResult(content=[types.TextContent(type="text", text=f"{problem.type}: {detail}")],
+                                        structured_content={"error": {"code": problem.type, "message": detail}},
+                                        is_error=True)  # fmt: skip
+        feed.handed_over()
+        await self._listen()
+        key = (who.id, str(ctx.request_id))
+        self._running[key] = task.id
+        progress = Progress(ctx)
+        await progress.step(f"task {task.id} submitted")
+        ended = False
+        try:
+            async with contextlib.aclosing(run_entries(st, st.bus, task.id, 0, live=True)) as batches:
+                async for batch in batches:
+                    for entry in batch:
+                        event = entry.event
+                        if isinstance(event, DoneEvent):
+                            ended = True
+                            return result(task.id, event.status, event.output, event.error)
+                        if isinstance(event, ApprovalRequestEvent):
+                            ended = True  # parked: it waits for a person, not for this call
+                            text = (f"Task {task.id} waits for an approval ({event.message}). Answer it with "
+                                    f"POST /api/v1/tasks/{task.id}/approval; the task goes on from there.")
+                            return result(task.id, "waiting", None, None, text=text)
+                        await progress.entry(event)
+            ended = True
+            return result(task.id, "failed", None, "the gateway is stopping; the task goes on",
+                          text=f"Task {task.id}: the gateway stopped following it; it goes on.")
+        finally:
+            self._running.pop(key, None)
+            if not ended:  # the client went away or cancelled mid-run
+                await asyncio.shield(self._cancel(who, task.id, "the MCP call ended before its task"))
