@@ -67,7 +67,8 @@ class Stack:
 
 @pytest.fixture
 async def stack(nats_server: NatsServer, tmp_path: Path, srv: oai.OpenAIServer) -> AsyncIterator[Stack]:
-    settings = scripted_settings(nats_server, tmp_path, srv, rate_limit_per_min=100_000)
+    settings = scripted_settings(nats_server, tmp_path, srv, rate_limit_per_min=100_000,
+                                 guardrail_blocklist=["plutonium"])
     bus = await Bus.connect(settings, name="test")
     await bus.declare()
     tools = [await serve_tools(bus, ToolRegistry("go")), await serve_tools(bus, ToolRegistry("py"))]
@@ -118,6 +119,8 @@ async def test_a_workflow_is_a_tool_that_streams_progress(stack: Stack, srv: oai
 
         bad = await alice.call_tool(f"workflow.{wf_id}", {"wrong": 1})  # the input schema applies
         assert bad.is_error and "text" in str(bad.content[0])
+        blocked = await alice.call_tool(f"workflow.{wf_id}", {"text": "buy plutonium"})  # tier-1 guardrail
+        assert blocked.is_error and "guardrail" in str(blocked.content[0])
         stolen = await bob.call_tool(f"workflow.{wf_id}", {"text": "x"})
         assert stolen.is_error and "Unknown tool" in str(stolen.content[0])
 

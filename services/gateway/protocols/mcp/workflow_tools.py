@@ -22,6 +22,8 @@ from mcp.server import ServerRequestContext
 from nats.aio.msg import Msg
 from sqlmodel import Session, col, select
 
+from services.gateway.access.admission import check_text
+from services.gateway.access.guardrail import strings_in
 from services.gateway.access.principal import Principal
 from services.gateway.problems import ApiProblem
 from services.gateway.runs import submit as runs
@@ -151,8 +153,10 @@ class McpWorkflows:
         wf_id = name.removeprefix(PREFIX)
         feed = NewRunFeed(st.run_feeds)
         try:
+            # The tier-1 guardrail on the task's input, as for `POST /tasks` (a block: an error result).
+            grey = await check_text(st, ctx.request.scope, strings_in(args), "task input") if ctx.request else []
             task, _, _ = await runs.submit(st.db, st.bus, who, runs.SubmitTask(workflow_id=wf_id, input=args), None,
-                                           [], before_queue=feed.open)  # fmt: skip
+                                           grey, before_queue=feed.open)  # fmt: skip
         except ApiProblem as problem:
             feed.release()
             if problem.status == 404:
