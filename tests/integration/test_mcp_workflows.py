@@ -167,3 +167,28 @@ async def test_an_approval_ends_the_call_naming_the_task(stack: Stack) -> None:
 
 async def _ignore(progress: float, total: float | None, message: str | None) -> None:
     return None
+
+
+async def test_ask_agent_answers_and_goes_on_in_its_conversation(stack: Stack, srv: oai.OpenAIServer) -> None:
+    srv.script([oai.reply("Take the train."), oai.reply("Yes, under four hours.")])
+    async with stack.session("alice") as alice:
+        tool = {t.name: t for t in (await alice.list_tools()).tools}["ask_agent"]
+        assert tool.input_schema["required"] == ["text"] and tool.output_schema is not None
+        first = await alice.call_tool("ask_agent", {"text": "How do I get to Hamburg?", "mode": "direct"},
+                                      progress_callback=_ignore)  # fmt: skip
+        assert not first.is_error, first.content
+        assert first.structured_content is not None and first.structured_content["status"] == "done"
+        conversation_id = first.structured_content["conversation_id"]
+        assert "Take the train." in str(first.content[0])
+        second = await alice.call_tool("ask_agent", {"text": "Even by train?", "mode": "direct",
+                                                     "conversation_id": conversation_id})  # fmt: skip
+        assert second.structured_content is not None and second.structured_content["conversation_id"] == conversation_id
+        assert "Yes, under four hours." in str(second.content[0])
+        bad = await alice.call_tool("ask_agent", {"text": "x", "mode": "shout"})
+        assert bad.is_error and "mode" in str(bad.content[0])
+    async with stack.api("alice") as http:
+        said = (await http.get(f"/conversations/{conversation_id}/messages")).json()["items"]
+        assert [m["role"] for m in said] == ["user", "assistant", "user", "assistant"]
+    async with stack.session("bob") as bob:  # another user's conversation is not reachable
+        other = await bob.call_tool("ask_agent", {"text": "hi", "conversation_id": conversation_id})
+        assert other.is_error

@@ -170,7 +170,8 @@ def _wants_progress(message: dict[str, Any]) -> bool:
     if message.get("method") != "tools/call" or not isinstance(params, dict):
         return False
     meta = params.get("_meta")
-    return isinstance(meta, dict) and "progressToken" in meta and str(params.get("name", "")).startswith("workflow.")
+    return isinstance(meta, dict) and "progressToken" in meta and (
+        str(params.get("name", "")).startswith("workflow.") or params.get("name") == "ask_agent")
 
 
 def mount_mcp(app: FastAPI) -> None:

@@ -21,6 +21,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from services.gateway.access.principal import Principal
 from services.gateway.protocols.mcp import caller
+from services.gateway.protocols.mcp.agent_tool import NAME as ASK_AGENT
 from services.gateway.protocols.mcp.catalog import ToolCatalog
 from services.gateway.protocols.mcp.reads import McpReads
 from services.gateway.protocols.mcp.workflow_tools import PREFIX as WORKFLOW_PREFIX
@@ -136,7 +137,8 @@ class McpTools:
         catalog = self.catalog()
         if catalog is None:
             return _failure("unavailable", "The message bus is not connected; try again shortly.")
-        if params.name.startswith(WORKFLOW_PREFIX):  # as the user, without admin rights, like every call
+        # Runs (a workflow, the agent): as the user, without admin rights, like every call.
+        if params.name.startswith(WORKFLOW_PREFIX) or params.name == ASK_AGENT:
             ran = await self.workflows.call(ctx, Principal(id=principal.id), params.name, dict(params.arguments or {}))
             return ran if ran is not None else _failure("unknown_tool", f"Unknown tool: {params.name}")
         tool = await catalog.find(self.settings, principal, params.name)

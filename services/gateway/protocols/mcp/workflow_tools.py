@@ -26,6 +26,7 @@ from services.gateway.access.admission import check_text
 from services.gateway.access.guardrail import strings_in
 from services.gateway.access.principal import Principal
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.mcp import agent_tool
 from services.gateway.runs import submit as runs
 from services.gateway.runs.stream import NewRunFeed, run_entries
 from services.gateway.tables import Workflow
@@ -84,6 +85,12 @@ def result(task_id: str, status: str, output: Any = None, error: str | None = No
                                 structured_content=structured, is_error=status not in ("done", "waiting"))  # fmt: skip
 
 
+def failure(code: str, message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=f"{code}: {message}")],
+                                structured_content={"error": {"code": code, "message": message}},
+                                is_error=True)  # fmt: skip
+
+
 class Progress:
     """The call's `notifications/progress`, when the client sent a token."""
 
@@ -117,7 +124,8 @@ class McpWorkflows:
         self._sub_bus: Any = None
 
     async def listing(self, who: Principal) -> list[types.Tool]:
-        return [mcp_tool(wf) for wf in await self.app.state.db.run(_owned, who.id)]
+        """`ask_agent`, then the caller's workflows, newest first."""
+        return [agent_tool.TOOL, *(mcp_tool(wf) for wf in await self.app.state.db.run(_owned, who.id))]
 
     async def _listen(self) -> None:
         bus = self.app.state.bus
@@ -148,48 +156,62 @@ class McpWorkflows:
 
     async def call(self, ctx: ServerRequestContext[Any, Any], who: Principal, name: str,
                    args: dict[str, Any]) -> types.CallToolResult | None:  # fmt: skip
-        """The call's result; None when `name` is not one of the caller's workflows."""
+        """The call's result; None when `name` is neither `ask_agent` nor one of the caller's workflows."""
         st = self.app.state
-        wf_id = name.removeprefix(PREFIX)
         feed = NewRunFeed(st.run_feeds)
+        conversation_id: str | None = None
         try:
-            # The tier-1 guardrail on the task's input, as for `POST /tasks` (a block: an error result).
+            # The tier-1 guardrail on the run's input, as for `POST /tasks` (a block: an error result).
             grey = await check_text(st, ctx.request.scope, strings_in(args), "task input") if ctx.request else []
-            task, _, _ = await runs.submit(st.db, st.bus, who, runs.SubmitTask(workflow_id=wf_id, input=args), None,
-                                           grey, before_queue=feed.open)  # fmt: skip
+            if name == agent_tool.NAME:
+                run_id, conversation_id = await agent_tool.start(st, who, args, grey, feed.open)
+            else:
+                body = runs.SubmitTask(workflow_id=name.removeprefix(PREFIX), input=args)
+                task, _, _ = await runs.submit(st.db, st.bus, who, body, None, grey, before_queue=feed.open)
+                run_id = task.id
+        except agent_tool.BadArguments as exc:
+            return failure("invalid-arguments", str(exc))
         except ApiProblem as problem:
             feed.release()
-            if problem.status == 404:
+            if problem.status == 404 and name != agent_tool.NAME:
                 return None
-            detail = "; ".join([problem.detail, *(e.get("message", "") for e in problem.errors or [])])
-            return types.CallToolResult(content=[types.TextContent(type="text", text=f"{problem.type}: {detail}")],
-                                        structured_content={"error": {"code": problem.type, "message": detail}},
-                                        is_error=True)  # fmt: skip
+            said = [problem.detail, *(e.get("message", "") for e in problem.errors or [])]
+            return failure(problem.type, "; ".join(said))
         feed.handed_over()
+        outcome = await self._follow(ctx, who, run_id)
+        if conversation_id is not None and outcome.structured_content is not None:
+            outcome.structured_content["conversation_id"] = conversation_id
+            if outcome.structured_content["status"] != "waiting":
+                await agent_tool.answered(st, run_id)
+        return outcome
+
+    async def _follow(self, ctx: ServerRequestContext[Any, Any], who: Principal, task_id: str) -> types.CallToolResult:
+        """The run's events until it ends (or parks on an approval), as progress when asked."""
+        st = self.app.state
         await self._listen()
         key = (who.id, str(ctx.request_id))
-        self._running[key] = task.id
+        self._running[key] = task_id
         progress = Progress(ctx)
-        await progress.step(f"task {task.id} submitted")
+        await progress.step(f"task {task_id} submitted")
         ended = False
         try:
-            async with contextlib.aclosing(run_entries(st, st.bus, task.id, 0, live=True)) as batches:
+            async with contextlib.aclosing(run_entries(st, st.bus, task_id, 0, live=True)) as batches:
                 async for batch in batches:
                     for entry in batch:
                         event = entry.event
                         if isinstance(event, DoneEvent):
                             ended = True
-                            return result(task.id, event.status, event.output, event.error)
+                            return result(task_id, event.status, event.output, event.error)
                         if isinstance(event, ApprovalRequestEvent):
                             ended = True  # parked: it waits for a person, not for this call
-                            text = (f"Task {task.id} waits for an approval ({event.message}). Answer it with "
-                                    f"POST /api/v1/tasks/{task.id}/approval; the task goes on from there.")
-                            return result(task.id, "waiting", None, None, text=text)
+                            text = (f"Task {task_id} waits for an approval ({event.message}). Answer it with "
+                                    f"POST /api/v1/tasks/{task_id}/approval; the task goes on from there.")
+                            return result(task_id, "waiting", None, None, text=text)
                         await progress.entry(event)
             ended = True
-            return result(task.id, "failed", None, "the gateway is stopping; the task goes on",
-                          text=f"Task {task.id}: the gateway stopped following it; it goes on.")
+            return result(task_id, "failed", None, "the gateway is stopping; the task goes on",
+                          text=f"Task {task_id}: the gateway stopped following it; it goes on.")
         finally:
             self._running.pop(key, None)
             if not ended:  # the client went away or cancelled mid-run
-                await asyncio.shield(self._cancel(who, task.id, "the MCP call ended before its task"))
+                await asyncio.shield(self._cancel(who, task_id, "the MCP call ended before its task"))
