@@ -16,6 +16,7 @@ from services.gateway.chat.modes import MODES
 from services.gateway.chat.states import RUN_TERMINAL
 from services.gateway.chat.tables import ChatRun
 from services.gateway.runs.submit import BeforeQueue
+from shared.errors import AgentixError
 
 NAME = "ask_agent"
 TITLE_CHARS = 80
@@ -54,8 +55,11 @@ TOOL = types.Tool(
 )  # fmt: skip
 
 
-class BadArguments(ValueError):
-    pass
+class BadArguments(AgentixError, ValueError):
+    """`ask_agent`'s arguments are not what its input schema says (an `isError` result)."""
+
+    code = "invalid-arguments"
+    http_status = 422
 
 
 def arguments(args: dict[str, Any]) -> tuple[str, Any, str | None]:
