@@ -70,7 +70,7 @@ def build_root(cfg):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not os.path.lexists(path):
             os.symlink(target, path)
-    work = root + "/work"
+    work = root + cfg.get("work_mount", "/work")
     os.makedirs(work, exist_ok=True)
     mount(cfg["workdir"], work, MS_BIND)
     mount(None, work, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
@@ -93,7 +93,7 @@ def become_user(cfg):
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
     if os.getuid() == 0 or os.geteuid() == 0:
         fail("could not drop root privileges")
-    os.chdir("/work")
+    os.chdir(cfg.get("work_mount", "/work"))
 
 
 def status_code(status):

@@ -37,12 +37,15 @@ def mounts(extra: list[str] | None = None) -> tuple[list[str], list[tuple[str, s
 
 
 def launcher_config(*, root: Path, work: Path, uid: int, program: str, argv: list[str], env: dict[str, str],
-                    limits: dict[str, int], extra_binds: list[str] | None = None,
-                    network: bool = False) -> dict[str, Any]:  # fmt: skip
-    """The launcher's one argument (as JSON). `limits`: cpu_s, memory_bytes, nproc, fsize_bytes, nofile."""
+                    limits: dict[str, int], extra_binds: list[str] | None = None, network: bool = False,
+                    work_mount: str = "/work") -> dict[str, Any]:  # fmt: skip
+    """The launcher's one argument (as JSON). `limits`: cpu_s, memory_bytes, nproc, fsize_bytes,
+    nofile; `work` is mounted read-write at `work_mount` (over whatever a bind put there) and is
+    the program's working directory."""
     binds, links = mounts(extra_binds)
     return {"root": str(root), "workdir": str(work), "ro_binds": binds, "symlinks": links, "uid": uid,
-            "python": program, "argv": argv, "env": env, "limits": limits, "network": network}  # fmt: skip
+            "python": program, "argv": argv, "env": env, "limits": limits, "network": network,
+            "work_mount": work_mount}  # fmt: skip
 
 
 def launcher_argv(config: dict[str, Any]) -> list[str]:
