@@ -1,8 +1,9 @@
-"""The bridge's stdio servers: an admin registers `{command, args, env}`, a tools-go service starts
-it in the sandbox `code_exec` uses (no network, its own working directory, limits), its tools are
-listed and called like any bridged tool — through a workflow's agent too —, it is started again
-when it dies (its working directory kept), and stopped when it is unregistered. The server is a
-tiny one the tests ship (`tests/support/mcp_stdio_server.py`, the real MCP SDK)."""
+"""The bridge's stdio servers: an admin registers `{command, args, env}`, a tools-go service
+starts it in the sandbox `code_exec` uses (no network, its own working directory, limits), its
+tools are listed and called like any bridged tool — through a workflow's agent too —, it is
+started again when it dies (its working directory kept), and stopped when it is unregistered.
+The server is a tiny one the tests ship (`tests/support/mcp_stdio_server.py`, the real MCP SDK).
+Last, a server on the legacy HTTP+SSE transport."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tests.integration.test_mcp_bridge import Env, bridged, chain, ok, problem, 
 from tests.integration.test_tools_support import tools_and_gateway
 from tests.support import openai_server as oai
 from tests.support.dispatcher import dispatcher
+from tests.support.mcp_server import McpServerProcess
 from tests.support.wait import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,3 +144,18 @@ async def test_the_admin_api_refuses_a_mixed_or_relative_registration(env: Env) 
     env_on_http = await env.root.post("/admin/mcp-servers", json={"name": "x", "url": "http://127.0.0.1:1/mcp",
                                                                    "env": {"A": "b"}})  # fmt: skip
     problem(env_on_http, 422)
+
+
+async def test_a_legacy_sse_server_is_bridged(env: Env) -> None:
+    legacy = await McpServerProcess(token="legacy-token", sse=True).start()
+    try:
+        made = ok(await env.root.post("/admin/mcp-servers", json={
+            "name": "old", "transport": "sse", "url": legacy.url,
+            "headers": {"Authorization": "Bearer legacy-token"}}), 201)  # fmt: skip
+        assert made["transport"] == "sse" and made["has_headers"] is True
+        tools = await bridged(env, present=True, prefix="old.")
+        assert {"old.add", "old.shout"} <= set(tools)
+        reply = await env.tools.client.call("old.add", {"a": 1, "b": 2})
+        assert reply.ok and reply.result == {"result": 3}, reply.error
+    finally:
+        await legacy.kill()
