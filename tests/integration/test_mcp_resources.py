@@ -148,3 +148,21 @@ async def test_the_prompt_library_is_prompts_with_its_variables_as_arguments(mcp
             await alice.get_prompt("nope", {})
         ref = types.PromptReference(type="ref/prompt", name="summarize")
         assert (await alice.complete(ref, {"name": "topic", "value": "M"})).completion.values == []
+
+
+async def test_tools_list_pages_with_a_cursor(mcp: Mcp, monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.gateway.protocols.mcp import server as mcp_server
+
+    monkeypatch.setattr(mcp_server, "TOOLS_PAGE", 3)
+    async with mcp.session("alice") as alice:
+        names: list[str] = []
+        page = await alice.list_tools()
+        names += [t.name for t in page.tools]
+        while page.next_cursor:
+            page = await alice.list_tools(params=types.PaginatedRequestParams(cursor=page.next_cursor))
+            assert len(page.tools) <= 3
+            names += [t.name for t in page.tools]
+        assert len(names) == len(set(names)) > 3 and {"ask_agent", "kb_search"} <= set(names)
+        with pytest.raises(MCPError) as bad:
+            await alice.list_tools(params=types.PaginatedRequestParams(cursor="bm90LW91cnM"))
+        assert bad.value.error.code == types.INVALID_PARAMS

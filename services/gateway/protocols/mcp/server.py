@@ -7,6 +7,7 @@ is an `isError` result with the tool's message, never a protocol error."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -31,6 +32,7 @@ from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
 from shared.settings import VERSION, GatewaySettings
 from shared.telemetry import span
 
+TOOLS_PAGE = 100  # tools per `tools/list` page
 # Stateless MCP has no conversation of its own: the history tools' `session_id` is this one per user.
 MCP_SESSION = "mcp"
 # The methods that change nothing; `tools/call` changes nothing when its tool is read-only.
@@ -69,6 +71,24 @@ def tool_result(reply: ToolReply) -> types.CallToolResult:
         structured_content={"error": {"code": code, "message": message}},
         is_error=True,
     )
+
+
+def _cursor_at(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"tools:{offset}".encode()).decode().rstrip("=")
+
+
+def _offset(cursor: str | None) -> int:
+    """Where a `tools/list` page starts: the cursor of the page before (an offset in the listing
+    as it stands: a tool added meanwhile may shift it by one), or 0."""
+    if not cursor:
+        return 0
+    try:
+        kind, _, offset = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().partition(":")
+        if kind != "tools" or not offset.isdigit():
+            raise ValueError(cursor)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MCPError(types.INVALID_PARAMS, "The cursor is not valid.") from exc
+    return int(offset)
 
 
 def _failure(code: str, message: str) -> types.CallToolResult:
@@ -126,8 +146,12 @@ class McpTools:
         catalog = self.catalog()
         if catalog is None:
             raise MCPError(types.INTERNAL_ERROR, "The message bus is not connected; try again shortly.")
+        start = _offset(params.cursor if params is not None else None)
         workflows = await self.workflows.listing(Principal(id=principal.id))
-        return types.ListToolsResult(tools=[*workflows, *await catalog.listing(self.settings, principal)])
+        tools = [*workflows, *await catalog.listing(self.settings, principal)]
+        page = tools[start : start + TOOLS_PAGE]
+        more = start + TOOLS_PAGE < len(tools)
+        return types.ListToolsResult(tools=page, next_cursor=_cursor_at(start + TOOLS_PAGE) if more else None)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
