@@ -240,6 +240,7 @@ class McpServerRow(GatewayModel, table=True):
     network: bool = False
     read_paths: list[str] = _json(list)
     memory_mb: int = 1024
+    sampling: bool = False
     allow_tools: list[str] = _json(list)
     deny_tools: list[str] = _json(list)
     high_risk_tools: list[str] = _json(list)

@@ -29,6 +29,7 @@ class McpServerConfig(Contract):
     network: bool = False  # a stdio server's sandbox has a network (else none at all)
     read_paths: list[str] = Field(default_factory=list)  # host paths a stdio server may read
     memory_mb: int = 1024  # a stdio server's address-space limit
+    sampling: bool = False  # its `sampling/createMessage` requests are answered by the configured model
     enabled: bool = True
     allow: list[str] = Field(default_factory=list)  # the server's tool names served; empty: all
     deny: list[str] = Field(default_factory=list)  # never served, even when allowed

@@ -159,3 +159,34 @@ async def test_a_legacy_sse_server_is_bridged(env: Env) -> None:
         assert reply.ok and reply.result == {"result": 3}, reply.error
     finally:
         await legacy.kill()
+
+
+async def test_sampling_is_answered_by_the_configured_model_for_servers_that_opted_in(settings: Settings) -> None:
+    async with oai.OpenAIServer() as srv:
+        srv.script([oai.reply("Paris")])
+        cfg = settings.model_copy(update={"llm_base_url": srv.url, "llm_model": "m", "llm_api_key": "k"})
+        async with tools_and_gateway(cfg) as (cfg, bus, tools, base_url):
+            headers = {"Authorization": f"Bearer {mint_token(cfg, 'root', admin=True)}"}
+            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30) as root:
+                env = Env(cfg, bus, tools, root, root, None)  # type: ignore[arg-type]
+                made = await register(env, sampling=True)
+                assert made["sampling"] is True
+                await bridged(env, present=True, prefix="tiny.")
+                assert (await call(env, "ask", question="Capital of France?")) == {"result": "Paris"}
+                asked = srv.requests()[-1]["body"]
+                assert asked["model"] == "m" and asked["messages"][0] == {"role": "system",
+                                                                          "content": "Answer in one word."}
+                assert asked["messages"][1] == {"role": "user", "content": "Capital of France?"}
+
+                # without the opt-in the bridge offers no sampling: the server's tool fails
+                ok(await root.put(f"/admin/mcp-servers/{made['id']}", json={
+                    "name": "tiny", "command": PYTHON, "args": [str(SERVER)], "read_paths": [SITE],
+                    "sampling": False}))  # fmt: skip
+                await status_of(env, "tiny", connected=True)
+
+                async def refused() -> bool:
+                    reply = await tools.client.call("tiny.ask", {"question": "again?"})
+                    return not reply.ok
+
+                await eventually(refused, attempts=600, every_s=0.05)
+        assert len(srv.requests()) == 1

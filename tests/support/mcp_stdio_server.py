@@ -6,7 +6,8 @@ bridge in the sandbox:
 `add` adds; `boot` says which start of the process answers (a random id drawn at start); `note`
 writes a line to a file in its working directory and returns the file's lines (the directory
 outlives a restart); `reach` says whether a TCP connection to host:port opens (no network in the
-sandbox); `die` ends the process at once (the bridge restarts it)."""
+sandbox); `ask` asks the client's model (sampling); `die` ends the process at once (the bridge
+restarts it)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import secrets
 import socket
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import SamplingMessage, TextContent
 
 BOOT = secrets.token_hex(8)
 server = MCPServer("agentix-test-stdio")
@@ -46,6 +48,15 @@ def reach(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+@server.tool(description="Ask the client's model (sampling) and return its answer.")
+async def ask(question: str, ctx: Context) -> str:
+    answer = await ctx.session.create_message(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=question))],
+        max_tokens=50, system_prompt="Answer in one word.")  # fmt: skip
+    content = answer.content
+    return content.text if isinstance(content, TextContent) else repr(content)
 
 
 @server.tool(description="End the server process at once.")

@@ -105,6 +105,7 @@ def current_mcp_servers(session: Session) -> McpServers | None:
             network=r.network,
             read_paths=list(r.read_paths or []),
             memory_mb=r.memory_mb,
+            sampling=r.sampling,
             enabled=r.enabled,
             allow=list(r.allow_tools or []),
             deny=list(r.deny_tools or []),

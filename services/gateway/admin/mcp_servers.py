@@ -44,6 +44,7 @@ class McpServerIn(BaseModel):
     read_paths: list[str] = Field(default_factory=list, max_length=50,
                                   description="stdio: host paths its sandbox may read (absolute)")
     memory_mb: int = Field(default=1024, ge=64, le=65536, description="stdio: its address-space limit")
+    sampling: bool = Field(default=False, description="answer its sampling requests with the configured model")
     enabled: bool = True
     allow_tools: ToolNames = Field(default_factory=list, max_length=500, description="served tools; empty: all")
     deny_tools: ToolNames = Field(default_factory=list, max_length=500)
@@ -123,6 +124,7 @@ def view(row: McpServerRow) -> dict[str, Any]:
         "network": row.network,
         "read_paths": list(row.read_paths or []),
         "memory_mb": row.memory_mb,
+        "sampling": row.sampling,
         "has_headers": bool(row.headers_enc) and row.transport != "stdio",
         "has_env": bool(row.headers_enc) and row.transport == "stdio",
         "enabled": row.enabled,
@@ -150,6 +152,7 @@ def _apply(row: McpServerRow, body: McpServerIn, secret: str) -> None:
     row.name, row.url, row.enabled = body.name, body.url or "", body.enabled
     row.transport, row.command, row.args = body.transport or "http", body.command, body.args
     row.network, row.read_paths, row.memory_mb = body.network, body.read_paths, body.memory_mb
+    row.sampling = body.sampling
     row.allow_tools, row.deny_tools, row.high_risk_tools = body.allow_tools, body.deny_tools, body.high_risk_tools
     # One encrypted object: the headers of an HTTP server, the environment of a stdio one.
     secret_values = body.env if row.transport == "stdio" else body.headers

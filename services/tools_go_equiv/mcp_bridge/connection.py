@@ -87,7 +87,9 @@ class McpConnection:
         *,
         fatal: str | None = None,
         work_root: Path | None = None,
+        sampler: Any = None,
     ) -> None:
+        self._sampler = sampler  # the sampling callback, for a server that opted in
         self.config = config  # replaced in place when only its tool filters change
         self._work_root = work_root or Path(".agentix") / "mcp-stdio"  # stdio servers' working directories
         self._headers = headers
@@ -156,7 +158,11 @@ class McpConnection:
                     if http is not None:
                         await stack.enter_async_context(http)
                     client = await stack.enter_async_context(
-                        Client(transport, cache=None, read_timeout_seconds=t.connect_s, client_info=info)
+                        # Sampling is a request of the server's on the session's back channel, which
+                        # only the handshake era has (deprecated by 2026-07-28): a server that opted
+                        # in is spoken to in it.
+                        Client(transport, cache=None, read_timeout_seconds=t.connect_s, client_info=info,
+                               sampling_callback=self._sampler, mode="legacy" if self._sampler else "auto")
                     )
                     tools = await self._list_tools(client)
             except TimeoutError:

@@ -1,5 +1,6 @@
 """mcp_servers: a transport per server (`http`, the legacy `sse`, or `stdio`) and what a stdio
-server is started with (command, args, network, readable paths, memory limit)
+server is started with (command, args, network, readable paths, memory limit); whether a
+server's sampling requests are answered
 
 Revision ID: 0012
 Revises: 0008
@@ -25,9 +26,10 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("network", sa.Boolean(), nullable=False, server_default=sa.false()))
         batch_op.add_column(sa.Column("read_paths", sa.JSON(), nullable=True))
         batch_op.add_column(sa.Column("memory_mb", sa.Integer(), nullable=False, server_default="1024"))
+        batch_op.add_column(sa.Column("sampling", sa.Boolean(), nullable=False, server_default=sa.false()))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("mcp_servers", schema=None) as batch_op:
-        for column in ("memory_mb", "read_paths", "network", "args", "command", "transport"):
+        for column in ("sampling", "memory_mb", "read_paths", "network", "args", "command", "transport"):
             batch_op.drop_column(column)
