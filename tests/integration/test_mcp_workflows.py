@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import mcp_types as types
 import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
@@ -192,3 +195,25 @@ async def test_ask_agent_answers_and_goes_on_in_its_conversation(stack: Stack, s
     async with stack.session("bob") as bob:  # another user's conversation is not reachable
         other = await bob.call_tool("ask_agent", {"text": "hi", "conversation_id": conversation_id})
         assert other.is_error
+
+
+async def test_a_streamed_call_carries_the_runs_log_lines(stack: Stack, srv: oai.OpenAIServer) -> None:
+    srv.script([oai.reply("Logged.")])
+    wf_id = await stack.save("alice", "logged", DSL)
+    lines: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        lines.append(params)
+
+    headers = {"Authorization": f"Bearer {mint_token(stack.settings, 'alice')}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{stack.url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write, logging_callback=on_log) as session,
+    ):
+        await session.initialize()
+        done = await session.call_tool(f"workflow.{wf_id}", {"text": "log it"}, progress_callback=_ignore)
+    assert not done.is_error, done.content
+    events = [(p.data["event"], p.data["node"]) for p in lines if isinstance(p.data, dict)]
+    assert ("node.start", "ans") in events and ("node.end", "ans") in events, events
+    assert all(p.logger == "agentix.run" and p.level == "info" for p in lines)

@@ -156,7 +156,7 @@ class McpTransport:
 
 def _peek(body: bytes) -> dict[str, Any]:
     """The JSON-RPC message of a POST, to route it; anything else ({}) is the SDK's to refuse."""
-    if b"notifications/cancelled" not in body and b"progressToken" not in body:
+    if b"notifications/cancelled" not in body and b"progressToken" not in body and b"/logLevel" not in body:
         return {}  # most POSTs: not parsed twice
     try:
         message = json.loads(body)
@@ -170,7 +170,8 @@ def _wants_progress(message: dict[str, Any]) -> bool:
     if message.get("method") != "tools/call" or not isinstance(params, dict):
         return False
     meta = params.get("_meta")
-    return isinstance(meta, dict) and "progressToken" in meta and (
+    streamed = isinstance(meta, dict) and ("progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta)
+    return streamed and (
         str(params.get("name", "")).startswith("workflow.") or params.get("name") == "ask_agent")
 
 

@@ -30,7 +30,15 @@ from services.gateway.protocols.mcp import agent_tool
 from services.gateway.runs import submit as runs
 from services.gateway.runs.stream import NewRunFeed, run_entries
 from services.gateway.tables import Workflow
-from shared.contract.events import ApprovalRequestEvent, DoneEvent, NodeEndEvent, TokenEvent
+from shared.contract.events import (
+    ApprovalRequestEvent,
+    DoneEvent,
+    ErrorEvent,
+    NodeEndEvent,
+    NodeStartEvent,
+    TokenEvent,
+    ToolCallEvent,
+)
 from shared.contract.mcp import McpCancel
 from shared.contract.task import TERMINAL
 
@@ -92,14 +100,23 @@ def failure(code: str, message: str) -> types.CallToolResult:
 
 
 class Progress:
-    """The call's `notifications/progress`, when the client sent a token."""
+    """The call's `notifications/progress` (when the client sent a token) and its log lines,
+    `notifications/message` (on a call answered as a stream: one with a progress token, or whose
+    `_meta` names a log level; the SDK sends a 2026-protocol request's lines at or above the level
+    it named only)."""
 
     def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
         self.ctx = ctx
         meta: dict[str, Any] = dict(ctx.meta or {})
         self.token = meta.get("progress_token", meta.get("progressToken"))
+        self.streams = self.token is not None or types.LOG_LEVEL_META_KEY in meta
         self.count = 0
         self.chars = 0
+
+    async def log(self, level: types.LoggingLevel, data: dict[str, Any]) -> None:
+        if self.streams:
+            await self.ctx.session.send_log_message(level, data, logger="agentix.run",
+                                                    related_request_id=str(self.ctx.request_id))  # fmt: skip
 
     async def step(self, message: str) -> None:
         if self.token is None:
@@ -109,8 +126,18 @@ class Progress:
                                                           related_request_id=str(self.ctx.request_id))  # fmt: skip
 
     async def entry(self, event: Any) -> None:
-        if isinstance(event, NodeEndEvent):
+        if isinstance(event, NodeStartEvent):
+            await self.log("info", {"event": "node.start", "node": event.node_id, "kind": event.kind})
+        elif isinstance(event, NodeEndEvent):
+            level: types.LoggingLevel = "info" if event.status == "done" else "warning"
+            await self.log(level, {"event": "node.end", "node": event.node_id, "status": event.status,
+                                   "duration_ms": round(event.duration_ms, 1), "error": event.error})  # fmt: skip
             await self.step(f"node {event.node_id} {event.status}")
+        elif isinstance(event, ToolCallEvent):
+            await self.log("info", {"event": "tool.call", "node": event.node_id, "tool": event.tool})
+        elif isinstance(event, ErrorEvent):
+            await self.log("error", {"event": "error", "node": event.node_id, "code": event.code,
+                                     "message": event.message})  # fmt: skip
         elif isinstance(event, TokenEvent):  # the dispatcher batches a model's tokens into these
             self.chars += len(event.text)
             await self.step(f"node {event.node_id}: {self.chars} characters of tokens")
