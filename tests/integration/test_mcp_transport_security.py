@@ -86,3 +86,14 @@ async def test_a_401_points_at_the_protected_resource_metadata(gateway: tuple[Se
             assert body["resource"] == f"{url}/mcp"
             assert body["authorization_servers"] == ["https://login.example.org"]
             assert body["bearer_methods_supported"] == ["header"]
+
+
+async def test_the_token_may_come_as_an_api_key(gateway: tuple[Settings, str]) -> None:
+    cfg, url = gateway
+    key = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25",
+           "X-API-Key": mint_token(cfg, "alice")}  # fmt: skip
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        answered = await http.post("/mcp", json=PING, headers=key)
+        assert answered.status_code == 200 and answered.json()["result"] == {}, answered.text
+        forged = await http.post("/mcp", json=PING, headers={**key, "X-API-Key": "not-a-jwt"})
+        assert forged.status_code == 401

@@ -60,7 +60,12 @@ class McpEndpoint:
             await send_problem(scope, receive, send, ApiProblem(403, "Forbidden", refused))
             return
         try:
-            principal = await admit(st, scope, header(scope, b"authorization"))
+            # The token as `Authorization: Bearer …`, or as an API key (`X-API-Key`, as `/lg` takes it).
+            authorization = header(scope, b"authorization")
+            api_key = header(scope, b"x-api-key")
+            if not authorization and api_key:
+                authorization = f"Bearer {api_key}"
+            principal = await admit(st, scope, authorization)
         except ApiProblem as problem:
             if problem.http_status == 401:  # where to learn how to authenticate (RFC 9728)
                 problem.headers = {**(problem.headers or {}), "WWW-Authenticate": challenge(scope)}
