@@ -9,6 +9,9 @@ audit row per POST, JSON-RPC and the SDK's per-request transport. For scale, the
 the gateway's own REST route is measured in the same rounds (what HTTP + the gateway cost without
 MCP). Tool services and the gateway run as processes.
 Run:  python -m bench.mcp [--calls 500] [--tool kb_search|memory_get]
+
+`--workflow` measures instead a saved workflow run as an MCP tool (`workflow.<id>`) against the
+same workflow over REST + SSE (`bench/mcp_workflow.py`, target ≤ 1.3×).
 """
 
 from __future__ import annotations
@@ -162,5 +165,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--tool", choices=sorted(ARGS), default="kb_search")
+    parser.add_argument("--workflow", action="store_true", help="a workflow as an MCP tool vs REST + SSE")
     parsed = parser.parse_args()
-    asyncio.run(main(parsed.calls, parsed.tool))
+    if parsed.workflow:
+        from bench.mcp_workflow import workflow_main
+
+        asyncio.run(workflow_main(parsed.calls))
+    else:
+        asyncio.run(main(parsed.calls, parsed.tool))

@@ -203,8 +203,15 @@ class GatewaySettings(RedisSettings, SecretKeySettings):
     # Who sees and may call high-risk tools (code_exec) over MCP (`/mcp`), where there is no
     # approval step: `admins`, `*` (everyone) and/or user ids, comma-separated; empty = nobody.
     mcp_high_risk_for: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["admins"])
+    # `/mcp` against DNS rebinding: the browser origins (besides local ones and `cors_origins`)
+    # and the Host names (besides local ones; `name:*` any port, `*` no Host check) it serves.
+    mcp_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    mcp_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # The OAuth authorization servers `/.well-known/oauth-protected-resource` names (RFC 9728).
+    mcp_authorization_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    @field_validator("admin_users", "cors_origins", "guardrail_blocklist", "mcp_high_risk_for", mode="before")
+    @field_validator("admin_users", "cors_origins", "guardrail_blocklist", "mcp_high_risk_for",
+                     "mcp_allowed_origins", "mcp_allowed_hosts", "mcp_authorization_servers", mode="before")
     @classmethod
     def _lists(cls, value: object) -> object:
         return _split_list(value)

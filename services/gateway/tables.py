@@ -232,9 +232,16 @@ class McpServerRow(GatewayModel, table=True):
 
     id: str = Field(primary_key=True, max_length=64)
     name: str = Field(max_length=63)
-    url: str = Field(max_length=1000)
+    url: str = Field(max_length=1000)  # "" for a stdio server
     headers_enc: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # write-only
     enabled: bool = True
+    transport: str = Field(default="http", max_length=10)  # http | sse | stdio
+    command: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    args: list[str] = _json(list)
+    network: bool = False
+    read_paths: list[str] = _json(list)
+    memory_mb: int = 1024
+    sampling: bool = False
     allow_tools: list[str] = _json(list)
     deny_tools: list[str] = _json(list)
     high_risk_tools: list[str] = _json(list)

@@ -80,7 +80,10 @@ async def run(settings: ToolsGoSettings, stop: asyncio.Event | None = None) -> N
         host.on_release("kb change listener", changes.unsubscribe)
         # The bridge gives up on an MCP call before its callers do, so they get its clear error.
         timing = Timing(call_s=max(1.0, settings.tool_timeout_s - 5.0))
-        bridge = McpBridge(bus, settings.persistent_secret("secret_key"), settings.tool_concurrency, timing)
+        from services.tools_go_equiv.mcp_bridge.sampling import Sampler  # the MCP SDK's types: with the bridge
+
+        bridge = McpBridge(bus, settings.persistent_secret("secret_key"), settings.tool_concurrency, timing,
+                           work_root=settings.data_dir / "mcp-stdio", sampler=Sampler.from_settings(settings))
         server = await serve_tools(bus, with_bridged(bridge.descriptors))
         host.on_drain("tool calls", server.drain)
         # Drained before this service's own tool calls (newest first), after the worker.

@@ -48,6 +48,11 @@ class Subjects:
     def live(self, task_id: str) -> str:
         return f"{self.prefix}.live.{task_id}.>"
 
+    @property
+    def mcp_cancel(self) -> str:
+        """An MCP client cancelled a workflow call (`McpCancel`, core NATS, every gateway hears it)."""
+        return f"{self.prefix}.mcp.cancel"
+
     def recorded(self, run_id: str) -> str:
         """Announced (core NATS, empty) by a gateway once it committed a change to the records of
         a task or chat run: readers that must not answer ahead of a record wait for it."""

@@ -2,7 +2,7 @@
 loopback, as its own process so a test can kill it and start it again on the same port.
 `shout` fails when asked to shout "fail" and never answers "hang".
 
-    python -m tests.support.mcp_server --port 0 [--token T]
+    python -m tests.support.mcp_server --port 0 [--token T] [--sse]
     # prints "READY http://127.0.0.1:PORT/mcp"; with --token, requests without
     # `Authorization: Bearer T` get a 401 (so a test sees the bridge's stored headers at work)
 
@@ -52,8 +52,9 @@ def build_server() -> Any:
     return server
 
 
-def _app(token: str | None) -> Any:
-    app = build_server().streamable_http_app()
+def _app(token: str | None, sse: bool = False) -> Any:
+    # `sse`: the legacy HTTP+SSE transport (GET /sse, POST /messages/), for the bridge's older servers
+    app = build_server().sse_app() if sse else build_server().streamable_http_app()
     if not token:
         return app
 
@@ -76,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--token", default=None)
+    parser.add_argument("--sse", action="store_true", help="the legacy HTTP+SSE transport at /sse")
     opts = parser.parse_args()
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -83,15 +85,17 @@ def main() -> None:
     port = sock.getsockname()[1]
     # Listening already: a client that connects before uvicorn is up waits in the backlog.
     sock.listen(128)
-    print(f"READY http://127.0.0.1:{port}/mcp", flush=True)
-    uvicorn.Server(uvicorn.Config(_app(opts.token), log_level="warning", lifespan="on")).run(sockets=[sock])
+    print(f"READY http://127.0.0.1:{port}/{'sse' if opts.sse else 'mcp'}", flush=True)
+    app = _app(opts.token, opts.sse)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
 
 
 class McpServerProcess:
     """The server above as a child process, killable and restartable on the same port."""
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, sse: bool = False) -> None:
         self.token = token
+        self.sse = sse
         self.port = 0
         self.url = ""
         self.proc: asyncio.subprocess.Process | None = None
@@ -100,6 +104,8 @@ class McpServerProcess:
         args = ["-m", "tests.support.mcp_server", "--port", str(self.port)]
         if self.token:
             args.append(f"--token={self.token}")  # one form: a token may start with "-"
+        if self.sse:
+            args.append("--sse")
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL

@@ -18,7 +18,7 @@ from shared.errors import AgentixError
 ROOTS = ("shared", "services", "agentix")
 # Not importable as modules: scripts that run on import (inside the sandbox's chroot, under
 # alembic, as a process entry point).
-SCRIPTS = ("services.tools_py.sandbox.prelude", "services.tools_py.sandbox.launcher", "services.gateway.migrations")
+SCRIPTS = ("services.tools_py.sandbox.prelude", "shared.sandbox.launcher", "services.gateway.migrations")
 
 # Exceptions that steer one module's own flow and never leave it: not failures.
 CONTROL_FLOW = {

@@ -97,8 +97,15 @@ def current_mcp_servers(session: Session) -> McpServers | None:
     servers = {
         r.name: McpServerConfig(
             name=r.name,
+            transport=r.transport,  # type: ignore[arg-type]  # written by McpServerIn: http | sse | stdio
             url=r.url,
             headers_enc=r.headers_enc,
+            command=r.command,
+            args=list(r.args or []),
+            network=r.network,
+            read_paths=list(r.read_paths or []),
+            memory_mb=r.memory_mb,
+            sampling=r.sampling,
             enabled=r.enabled,
             allow=list(r.allow_tools or []),
             deny=list(r.deny_tools or []),

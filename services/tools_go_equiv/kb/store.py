@@ -389,3 +389,18 @@ def set_document(conn: Connection, doc_id: str, **values: Any) -> None:
 
 def count_chunks(conn: Connection, doc_id: str) -> int:
     return int(Sql(conn).scalar("SELECT COUNT(*) FROM kb_chunks WHERE document_id = :d", {"d": doc_id}))
+
+
+def document_text(conn: Connection, doc_id: str, limit: int) -> tuple[str, bool]:
+    """A document's text as indexed: its chunks in order, at most `limit` characters (and whether
+    it was cut)."""
+    rows = conn.execute(select(chunks.c.text).where(chunks.c.document_id == doc_id).order_by(chunks.c.position))
+    parts: list[str] = []
+    size = 0
+    for (part,) in rows:
+        if size + len(part) > limit:
+            parts.append(part[: max(limit - size, 0)])
+            return "\n\n".join(parts), True
+        parts.append(part)
+        size += len(part) + 2
+    return "\n\n".join(parts), False

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nats.aio.msg import Msg
@@ -32,12 +33,16 @@ QUEUE_GROUP = "q"  # the tool services' queue group: replicas share the calls
 
 def _same_session(a: McpServerConfig, b: McpServerConfig) -> bool:
     """Whether a changed config can keep its session (only the tool filters changed)."""
-    return a.url == b.url and a.headers_enc == b.headers_enc
+    same = ("transport", "url", "headers_enc", "command", "args", "network", "read_paths", "memory_mb", "sampling")
+    return all(getattr(a, k) == getattr(b, k) for k in same)
 
 
 class McpBridge:
-    def __init__(self, bus: Bus, secret: str, concurrency: int, timing: Timing | None = None) -> None:
+    def __init__(self, bus: Bus, secret: str, concurrency: int, timing: Timing | None = None,
+                 work_root: Path | None = None, sampler: Any = None) -> None:  # fmt: skip
         self.bus = bus
+        self._sampler = sampler  # answers the sampling requests of servers that opted in (None: no model)
+        self._work_root = work_root  # where stdio servers get their working directories
         self._secret = secret
         self._timing = timing or Timing()
         self._slots = asyncio.Semaphore(concurrency)
@@ -81,7 +86,8 @@ class McpBridge:
         from services.tools_go_equiv.mcp_bridge.connection import McpConnection
 
         headers, fatal = self._headers(cfg)
-        conn = McpConnection(cfg, headers, self._timing, fatal=fatal)
+        conn = McpConnection(cfg, headers, self._timing, fatal=fatal, work_root=self._work_root,
+                             sampler=self._sampler if cfg.sampling else None)
         self.servers[cfg.name] = conn
         subject = self.bus.subjects.tool("mcp", f"{cfg.name}.>")
         self._subs[cfg.name] = await self.bus.nc.subscribe(subject, queue=QUEUE_GROUP, cb=self._admit)

@@ -11,15 +11,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import mcp_types
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from services.tools_go_equiv.mcp_bridge.convert import bridged_name, reply
+from services.tools_go_equiv.mcp_bridge.stdio import sandboxed_stdio
 from services.tools_go_equiv.mcp_bridge.timing import Timing
 from shared.aio import cancel_and_wait, wait_set
 from shared.contract.mcp import McpServerConfig
@@ -31,6 +34,7 @@ __all__ = ["CallStats", "McpConnection", "Timing"]
 
 
 STREAM_READ_S = 300.0  # the SDK's own default for a streamed (SSE) response
+STDIO_START_S = 30.0  # more for a stdio server's handshake: its process starts first (npx, uvx…)
 
 
 @dataclass
@@ -82,8 +86,12 @@ class McpConnection:
         timing: Timing,
         *,
         fatal: str | None = None,
+        work_root: Path | None = None,
+        sampler: Any = None,
     ) -> None:
+        self._sampler = sampler  # the sampling callback, for a server that opted in
         self.config = config  # replaced in place when only its tool filters change
+        self._work_root = work_root or Path(".agentix") / "mcp-stdio"  # stdio servers' working directories
         self._headers = headers
         self._timing = timing
         self._fatal = fatal  # a problem no retry fixes (headers that do not decrypt)
@@ -131,17 +139,30 @@ class McpConnection:
         t = self._timing
         self._broken.clear()
         self._http_status = None
-        http = http_client(self.config.url, self._headers, t, self._note_status)
-        transport = streamable_http_client(self.config.url, http_client=http)
+        cfg = self.config
+        http: httpx2.AsyncClient | None = None
+        transport: Any
+        if cfg.transport == "stdio":  # `headers` is its environment
+            transport = sandboxed_stdio(cfg, self._headers, self._work_root)
+        elif cfg.transport == "sse":  # the legacy HTTP+SSE transport, for older servers
+            transport = sse_client(cfg.url, headers=self._headers, timeout=t.connect_s, sse_read_timeout=STREAM_READ_S)
+        else:
+            http = http_client(cfg.url, self._headers, t, self._note_status)
+            transport = streamable_http_client(cfg.url, http_client=http)
         info = mcp_types.Implementation(name="agentix-mcp-bridge", version=VERSION)
         async with contextlib.AsyncExitStack() as stack:
             try:
                 # The whole handshake is bounded: a server that accepts and never speaks must
                 # not hold the session task (the SDK's own timeouts start after the handshake).
-                async with asyncio.timeout(t.connect_s * 3):
-                    await stack.enter_async_context(http)
+                async with asyncio.timeout(t.connect_s * 3 + (STDIO_START_S if cfg.transport == "stdio" else 0)):
+                    if http is not None:
+                        await stack.enter_async_context(http)
                     client = await stack.enter_async_context(
-                        Client(transport, cache=None, read_timeout_seconds=t.connect_s, client_info=info)
+                        # Sampling is a request of the server's on the session's back channel, which
+                        # only the handshake era has (deprecated by 2026-07-28): a server that opted
+                        # in is spoken to in it.
+                        Client(transport, cache=None, read_timeout_seconds=t.connect_s, client_info=info,
+                               sampling_callback=self._sampler, mode="legacy" if self._sampler else "auto")
                     )
                     tools = await self._list_tools(client)
             except TimeoutError:
@@ -232,7 +253,9 @@ class McpConnection:
         stats = self.stats
         return {
             "name": self.name,
-            "url": self.config.url,
+            "transport": self.config.transport,
+            "url": self.config.url or None,
+            "command": self.config.command,
             "connected": self.connected,
             "connected_since": self.connected_since,
             "tools": len(self.tools),

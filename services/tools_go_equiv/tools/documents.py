@@ -350,3 +350,24 @@ async def doc_delete(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
     removed, revision = outcome
     await rt.kb_changed(kb.id, revision, f"document {args.doc_id} deleted")
     return {"deleted": args.doc_id, "chunks": removed}
+
+
+TEXT_LIMIT = 2_000_000  # characters: what one NATS reply carries comfortably
+
+
+@registry.tool(
+    name="doc_text",
+    title="A document's text",
+    description="One document's text as indexed (its chunks in order), with its title and media type.",
+    agent=False,
+    inject=("user_id",),
+    annotations=READS,
+)
+async def doc_text(args: DocArgs, ctx: ToolContext) -> dict[str, Any]:
+    kb = await resolve_kb(caller_of(args, ctx), args.kb)
+    db = runtime.get().db
+    row = await db.read(store.get_document, kb.id, args.doc_id)
+    if row is None:
+        raise ToolFailure("not_found", f"document {args.doc_id!r} not found in {args.kb!r}")
+    text, cut = await db.read(store.document_text, row.id, TEXT_LIMIT)
+    return {**store.doc_public(row), "kb": kb.name, "text": text, "truncated": cut}

@@ -1,4 +1,5 @@
-"""The code sandbox: `runner.Sandbox` starts `launcher.py`, which isolates and runs the code."""
+"""The code sandbox: `runner.Sandbox` starts the shared launcher (`shared/sandbox`), which isolates
+and runs the code."""
 
 from services.tools_py.sandbox.runner import Limits, RunResult, Sandbox, SandboxUnavailable
 

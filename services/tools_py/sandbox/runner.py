@@ -1,4 +1,5 @@
-"""Runs Python code in the sandbox of `launcher.py` and reports what happened in plain words.
+"""Runs Python code in the shared sandbox (`shared/sandbox/launcher.py`) and reports what happened
+in plain words.
 
 Containment: no network (own network namespace), own PID namespace (every process dies with
 the run), a read-only chroot holding only the interpreter and the working directory, a
@@ -9,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import secrets
 import shutil
 import signal
 import sys
-import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from shared.errors import AgentixError
+from shared.sandbox.spec import interpreter, launcher_argv, launcher_config
 
 HERE = Path(__file__).resolve().parent
-LAUNCHER = HERE / "launcher.py"
 PRELUDE = (HERE / "prelude.py").read_text()
 SETUP_FAILED = 125
 EXIT_MEMORY = 90
@@ -64,29 +63,6 @@ class RunResult(BaseModel):
     duration_ms: float
     limit: str | None = None
     error: str | None = None
-
-
-def _interpreter() -> str:
-    # The real binary (not a venv symlink), so the chroot needs only its install prefix.
-    return os.path.realpath(sys.executable)
-
-
-def _mounts() -> tuple[list[str], list[tuple[str, str]]]:
-    """Read-only binds (the interpreter's prefix, the system libraries) and the host's
-    top-level symlinks (`/lib -> usr/lib` on merged-usr systems) mirrored in the chroot."""
-    binds: list[str] = []
-    links: list[tuple[str, str]] = []
-    prefix = os.path.realpath(sys.base_prefix)
-    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
-    for top in ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/lib32"):
-        if os.path.islink(top):
-            links.append((top, os.readlink(top)))
-        elif os.path.isdir(top) and not any(top.startswith(b + "/") or top == b for b in binds):
-            binds.append(top)
-    for path in (prefix, stdlib):
-        if not any(path == b or path.startswith(b + "/") for b in binds):
-            binds.append(path)
-    return binds, links
 
 
 class Sandbox:
@@ -135,40 +111,33 @@ class Sandbox:
             await asyncio.to_thread(_cleanup, uid, base)
 
     async def _launch(self, root: Path, work: Path, uid: int, limits: Limits, audit_layer: bool) -> RunResult:
-        binds, links = _mounts()
-        python = _interpreter()
+        python = interpreter()
         flags = [python, "-I", "-S", "-B", "-X", "utf8"]
         argv = [*flags, "-c", PRELUDE, "/work/main.py"] if audit_layer else [*flags, "/work/main.py"]
-        config = {
-            "root": str(root),
-            "workdir": str(work),
-            "ro_binds": binds,
-            "symlinks": links,
-            "uid": uid,
-            "python": python,
-            "argv": argv,
-            "env": {
+        config = launcher_config(
+            root=root,
+            work=work,
+            uid=uid,
+            program=python,
+            argv=argv,
+            env={
                 "PATH": "/usr/bin:/bin",
                 "HOME": "/work",
                 "TMPDIR": "/work",
                 "LANG": "C.UTF-8",
                 "AGENTIX_SANDBOX_MEMORY_MB": str(limits.memory_mb),
             },
-            "limits": {
+            limits={
                 "cpu_s": limits.cpu_s,
                 "memory_bytes": limits.memory_mb * 1024 * 1024,
                 "nproc": limits.nproc,
                 "fsize_bytes": limits.fsize_mb * 1024 * 1024,
                 "nofile": limits.nofile,
             },
-        }
+        )
         started = time.perf_counter()
         proc = await asyncio.create_subprocess_exec(
-            python,
-            "-I",
-            "-S",
-            str(LAUNCHER),
-            json.dumps(config),
+            *launcher_argv(config),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -13,6 +13,7 @@ input and does not apply to tool calls."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -23,9 +24,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from services.gateway.access.admission import admit
+from services.gateway.access.principal import Principal
 from services.gateway.middleware.body_limits import JSON_LIMIT
-from services.gateway.middleware.common import header, send_problem
+from services.gateway.middleware.common import header, read_body, replay_body, send_problem, state
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.mcp.discovery import challenge, discovery_routes
+from services.gateway.protocols.mcp.origins import refusal
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -52,9 +56,20 @@ class McpEndpoint:
         # label requests by it.
         scope.setdefault("route", self.route)
         st = self.app.state
+        refused = refusal(st.settings, header(scope, b"host"), header(scope, b"origin"))
+        if refused is not None:  # DNS rebinding: before the token, before anything else
+            await send_problem(scope, receive, send, ApiProblem(403, "Forbidden", refused))
+            return
         try:
-            principal = await admit(st, scope, header(scope, b"authorization"), ("mcp",))
+            # The token as `Authorization: Bearer …`, or as an API key (`X-API-Key`, as `/lg` takes it).
+            authorization = header(scope, b"authorization")
+            api_key = header(scope, b"x-api-key")
+            if not authorization and api_key:
+                authorization = f"Bearer {api_key}"
+            principal = await admit(st, scope, authorization, ("mcp",))
         except ApiProblem as problem:
+            if problem.http_status == 401:  # where to learn how to authenticate (RFC 9728)
+                problem.headers = {**(problem.headers or {}), "WWW-Authenticate": challenge(scope)}
             await send_problem(scope, receive, send, problem)
             return
         transport: McpTransport | None = getattr(st, "mcp_transport", None)
@@ -73,6 +88,7 @@ class McpTransport:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self._sessions: StreamableHTTPSessionManager | None = None
+        self._streaming: StreamableHTTPSessionManager | None = None
         self._server: Server[Any] | None = None
         self.tools: McpTools | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -85,33 +101,51 @@ class McpTransport:
             if self._sessions is None and not self._closing.is_set():
                 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+                from services.gateway.protocols.mcp.reads import McpReads
                 from services.gateway.protocols.mcp.server import McpTools, build_server
 
                 tools = McpTools(self.app)
-                server = build_server(tools)
+                server = build_server(tools, McpReads(self.app))
                 sessions = StreamableHTTPSessionManager(
                     app=server, stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
                 )
+                streaming = StreamableHTTPSessionManager(
+                    app=server, stateless=True, json_response=False, max_request_body_size=JSON_LIMIT
+                )
                 started = asyncio.get_running_loop().create_future()
-                self._runner = asyncio.create_task(self._run(sessions, started), name="mcp transport")
+                self._runner = asyncio.create_task(self._run(sessions, streaming, started), name="mcp transport")
                 await started  # raises what the start raised
-                self._sessions, self._server, self.tools = sessions, server, tools
+                self._sessions, self._streaming, self._server, self.tools = sessions, streaming, server, tools
         return None if self._closing.is_set() else self._sessions
 
     async def handle(self, sessions: StreamableHTTPSessionManager, scope: Scope, receive: Receive,
                      send: Send) -> None:  # fmt: skip
-        """One POST: a handshake-era POST of one request in its own task (`single_exchange`),
+        """One POST: a workflow call that asked for progress by the SDK's transport in its SSE mode
+        (the notifications ride the POST's stream); a `notifications/cancelled` also told to every
+        replica; a handshake-era POST of one request in its own task (`single_exchange`);
         everything else by the SDK's transport."""
         from services.gateway.protocols.mcp.single_exchange import serve_single
 
-        assert self._server is not None  # set with `sessions`
+        assert self._server is not None and self._streaming is not None and self.tools is not None
+        body = await read_body(receive)
+        receive = await replay_body(body, receive)
+        message = _peek(body)
+        if message.get("method") == "notifications/cancelled":
+            request_id = (message.get("params") or {}).get("requestId")
+            principal = state(scope).get("principal")
+            if isinstance(request_id, str | int) and isinstance(principal, Principal):
+                await self.tools.workflows.cancel_request(principal, request_id)
+        elif _wants_progress(message):
+            await self._streaming.handle_request(scope, receive, send)
+            return
         rest = await serve_single(self._server, scope, receive, send)
         if rest is not None:
             await sessions.handle_request(scope, rest, send)
 
-    async def _run(self, sessions: StreamableHTTPSessionManager, started: asyncio.Future[None]) -> None:
+    async def _run(self, sessions: StreamableHTTPSessionManager, streaming: StreamableHTTPSessionManager,
+                   started: asyncio.Future[None]) -> None:  # fmt: skip
         try:
-            async with sessions.run():
+            async with sessions.run(), streaming.run():
                 started.set_result(None)
                 await self._closing.wait()
         except BaseException as exc:
@@ -126,10 +160,32 @@ class McpTransport:
             await self._runner
 
 
+def _peek(body: bytes) -> dict[str, Any]:
+    """The JSON-RPC message of a POST, to route it; anything else ({}) is the SDK's to refuse."""
+    if b"notifications/cancelled" not in body and b"progressToken" not in body and b"/logLevel" not in body:
+        return {}  # most POSTs: not parsed twice
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+def _wants_progress(message: dict[str, Any]) -> bool:
+    params = message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    streamed = isinstance(meta, dict) and ("progressToken" in meta or "io.modelcontextprotocol/logLevel" in meta)
+    return streamed and (
+        str(params.get("name", "")).startswith("workflow.") or params.get("name") == "ask_agent")
+
+
 def mount_mcp(app: FastAPI) -> None:
     """Serve MCP at `/mcp`; its transport lives within the gateway's lifespan."""
     # First in the table: the router tries routes in order, and every MCP message is a request.
     app.router.routes.insert(0, McpEndpoint(app).route)
+    app.router.routes[1:1] = discovery_routes()  # ahead of the console's catch-all
     inner: Callable[[Any], AbstractAsyncContextManager[Any]] = app.router.lifespan_context
 
     @asynccontextmanager

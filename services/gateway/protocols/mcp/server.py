@@ -7,6 +7,7 @@ is an `isError` result with the tool's message, never a protocol error."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -20,39 +21,32 @@ from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from services.gateway.access.principal import Principal
+from services.gateway.protocols.mcp import caller
+from services.gateway.protocols.mcp.agent_tool import NAME as ASK_AGENT
 from services.gateway.protocols.mcp.catalog import ToolCatalog
+from services.gateway.protocols.mcp.reads import McpReads
+from services.gateway.protocols.mcp.workflow_tools import PREFIX as WORKFLOW_PREFIX
+from services.gateway.protocols.mcp.workflow_tools import McpWorkflows
 from shared.bus.tools import ToolClient
 from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
 from shared.settings import VERSION, GatewaySettings
 from shared.telemetry import span
 
+TOOLS_PAGE = 100  # tools per `tools/list` page
 # Stateless MCP has no conversation of its own: the history tools' `session_id` is this one per user.
 MCP_SESSION = "mcp"
 # The methods that change nothing; `tools/call` changes nothing when its tool is read-only.
-READ_ONLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized"})
+READ_ONLY_METHODS = frozenset({"initialize", "ping", "tools/list", "notifications/initialized", "resources/list",
+                               "resources/templates/list", "resources/read", "prompts/list", "prompts/get",
+                               "completion/complete", "logging/setLevel"})
 # The caller of the request being served, for the SDK's schema lookup (which is given a tool name
 # only); set by the endpoint in the request's own task, so concurrent requests never see another's.
 _caller: ContextVar[Principal | None] = ContextVar("mcp_caller", default=None)
 INSTRUCTIONS = (
     "Agentix's tools: knowledge-base search, long-term memory, conversation history, reports and "
-    "document parsing. Every call acts as the user of the bearer token."
+    "document parsing; as resources, your workflows, conversations, reports and knowledge-base "
+    "documents; as prompts, the prompt library. Everything acts as the user of the bearer token."
 )
-
-
-def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
-    # The endpoint verified the bearer token and left the principal in the request's state.
-    principal = getattr(ctx.request.state, "principal", None) if ctx.request is not None else None
-    if not isinstance(principal, Principal):
-        raise MCPError(types.INVALID_REQUEST, "A valid bearer token is required.")
-    return principal
-
-
-def _audit(ctx: ServerRequestContext[Any, Any], target: str, read_only: bool = False) -> None:
-    """What the audit row of this POST names as its target (the audit middleware writes it), and
-    whether the request changed nothing (then the response does not wait for the row's commit)."""
-    if ctx.request is not None:
-        ctx.request.state.audit_target = target[:300]
-        ctx.request.state.read_only = read_only
 
 
 def tool_args(tool: ToolDescriptor, arguments: dict[str, Any], principal: Principal) -> dict[str, Any]:
@@ -79,6 +73,24 @@ def tool_result(reply: ToolReply) -> types.CallToolResult:
     )
 
 
+def _cursor_at(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"tools:{offset}".encode()).decode().rstrip("=")
+
+
+def _offset(cursor: str | None) -> int:
+    """Where a `tools/list` page starts: the cursor of the page before (an offset in the listing
+    as it stands: a tool added meanwhile may shift it by one), or 0."""
+    if not cursor:
+        return 0
+    try:
+        kind, _, offset = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().partition(":")
+        if kind != "tools" or not offset.isdigit():
+            raise ValueError(cursor)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MCPError(types.INVALID_PARAMS, "The cursor is not valid.") from exc
+    return int(offset)
+
+
 def _failure(code: str, message: str) -> types.CallToolResult:
     return tool_result(ToolReply.failure(code, message))
 
@@ -89,6 +101,7 @@ class McpTools:
     def __init__(self, app: FastAPI) -> None:
         self.app = app
         self._catalog: ToolCatalog | None = None
+        self.workflows = McpWorkflows(app)
 
     @property
     def settings(self) -> GatewaySettings:
@@ -123,30 +136,39 @@ class McpTools:
 
     async def audit_method(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Server middleware: every MCP POST's audit row names its method (a call, its tool)."""
-        _audit(ctx, f"mcp={ctx.method}", read_only=ctx.method in READ_ONLY_METHODS)
+        caller.audit(ctx, f"mcp={ctx.method}", read_only=ctx.method in READ_ONLY_METHODS)
         return await call_next(ctx)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        principal = _principal(ctx)
+        principal = caller.principal(ctx)
         catalog = self.catalog()
         if catalog is None:
             raise MCPError(types.INTERNAL_ERROR, "The message bus is not connected; try again shortly.")
-        return types.ListToolsResult(tools=await catalog.listing(self.settings, principal))
+        start = _offset(params.cursor if params is not None else None)
+        workflows = await self.workflows.listing(Principal(id=principal.id))
+        tools = [*workflows, *await catalog.listing(self.settings, principal)]
+        page = tools[start : start + TOOLS_PAGE]
+        more = start + TOOLS_PAGE < len(tools)
+        return types.ListToolsResult(tools=page, next_cursor=_cursor_at(start + TOOLS_PAGE) if more else None)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        principal = _principal(ctx)
-        _audit(ctx, f"tool={params.name}")
+        principal = caller.principal(ctx)
+        caller.audit(ctx, f"tool={params.name}")
         catalog = self.catalog()
         if catalog is None:
             return _failure("unavailable", "The message bus is not connected; try again shortly.")
+        # Runs (a workflow, the agent): as the user, without admin rights, like every call.
+        if params.name.startswith(WORKFLOW_PREFIX) or params.name == ASK_AGENT:
+            ran = await self.workflows.call(ctx, Principal(id=principal.id), params.name, dict(params.arguments or {}))
+            return ran if ran is not None else _failure("unknown_tool", f"Unknown tool: {params.name}")
         tool = await catalog.find(self.settings, principal, params.name)
         if tool is None:  # hidden high-risk tools answer exactly as unknown ones
             return _failure("unknown_tool", f"Unknown tool: {params.name}")
-        _audit(ctx, f"tool={params.name}", read_only=tool.annotations.read_only is True)
+        caller.audit(ctx, f"tool={params.name}", read_only=tool.annotations.read_only is True)
         args = tool_args(tool, dict(params.arguments or {}), principal)
         # An MCP client is an agent: like a task's tool calls, its calls never carry admin rights
         # (an admin's token reaches the admin's own data here, never other users').
@@ -157,12 +179,12 @@ class McpTools:
             if not reply.ok:
                 current.set_status(Status(StatusCode.ERROR, reply.error.code if reply.error else "error"))
         if not reply.ok:
-            _audit(ctx, f"tool={tool.name} error={reply.error.code if reply.error else 'error'}",
+            caller.audit(ctx, f"tool={tool.name} error={reply.error.code if reply.error else 'error'}",
                    read_only=tool.annotations.read_only is True)
         return tool_result(reply)
 
 
-def build_server(tools: McpTools) -> Server[Any]:
+def build_server(tools: McpTools, reads: McpReads) -> Server[Any]:
     # No lifespan of its own: `single_exchange` serves requests with the default's empty state.
     server: Server[Any] = Server(
         "agentix",
@@ -172,6 +194,13 @@ def build_server(tools: McpTools) -> Server[Any]:
         on_list_tools=tools.list_tools,
         on_call_tool=tools.call_tool,
         get_tool_input_schema=tools.input_schema,
+        on_list_resources=reads.list_resources,
+        on_list_resource_templates=reads.list_resource_templates,
+        on_read_resource=reads.read_resource,
+        on_list_prompts=reads.list_prompts,
+        on_get_prompt=reads.get_prompt,
+        on_completion=reads.complete,
+        on_set_logging_level=reads.set_logging_level,
     )
     server.middleware.append(tools.audit_method)
     return server

@@ -38,12 +38,16 @@ export function serverState(server: any, statusByName: Record<string, any>) {
 
 /** The PUT/POST body: headers only when typed (leaving them out keeps the stored ones). */
 export function serverBody(server: any, changes: Record<string, unknown> = {}) {
+  // A PUT replaces the registration: what the form does not edit (a stdio server's command, the
+  // transport, sampling…) goes back as it is.
   const body: Record<string, unknown> = {
-    name: server.name, url: server.url, enabled: server.enabled,
+    name: server.name, transport: server.transport, url: server.url || undefined, enabled: server.enabled,
+    command: server.command || undefined, args: server.args, network: server.network, read_paths: server.read_paths,
+    memory_mb: server.memory_mb, sampling: server.sampling,
     allow_tools: server.allow_tools || [], deny_tools: server.deny_tools || [], high_risk_tools: server.high_risk_tools || [],
     ...changes,
   };
-  if (body.headers === undefined) delete body.headers;
+  for (const key of Object.keys(body)) if (body[key] === undefined) delete body[key];
   return body;
 }
 
@@ -65,7 +69,7 @@ function ServerForm({ existing, onSaved, onClose }: { existing: any; onSaved: ()
         try {
           const typed = v.headers.trim() ? parseHeaders(v.headers) : undefined;
           const body = serverBody({
-            name: v.name.trim(), url: v.url.trim(), enabled: v.enabled,
+            ...s, name: v.name.trim(), url: v.url.trim() || s.url, enabled: v.enabled,
             allow_tools: splitNames(v.allow), deny_tools: splitNames(v.deny), high_risk_tools: splitNames(v.highRisk),
           }, { headers: v.clearHeaders ? {} : typed });
           const out = existing
@@ -82,7 +86,9 @@ function ServerForm({ existing, onSaved, onClose }: { existing: any; onSaved: ()
       }}>
         <div className="form-grid">
           <Field label="Name" hint="its tools are named <name>.<tool>; a-z, 0-9, _ and -"><input name="name" value={v.name} onChange={set('name')} required pattern="[a-z0-9][a-z0-9_\-]{0,62}" autoComplete="off" /></Field>
-          <Field label="URL" hint="the server's streamable HTTP endpoint"><input name="url" type="url" value={v.url} onChange={set('url')} required placeholder="https://…/mcp" /></Field>
+          {s.transport === 'stdio'
+            ? <Field label="Command" hint="a stdio server, run in the sandbox (change it through the API)"><code>{[s.command, ...(s.args || [])].join(' ')}</code></Field>
+            : <Field label="URL" hint="the server's streamable HTTP endpoint"><input name="url" type="url" value={v.url} onChange={set('url')} required placeholder="https://…/mcp" /></Field>}
           <Field label="Headers" hint='one "Name: value" per line; write-only: never shown again'><textarea name="headers" rows={3} autoComplete="off" spellCheck={false} value={v.headers} onChange={set('headers')}
             placeholder={existing ? (existing.has_headers ? 'stored — leave empty to keep them' : 'none stored') : 'Authorization: Bearer …'} /></Field>
           <Field label="Allowed tools" hint="comma-separated; empty: every tool"><input name="allow_tools" value={v.allow} onChange={set('allow')} autoComplete="off" /></Field>
@@ -130,7 +136,7 @@ export default function McpPage() {
           {servers === null ? <Loading /> : !servers.length ? <Empty message="No MCP server registered. Add one: its tools become Agentix tools named <server>.<tool>." /> : (
             <Table caption="MCP servers" rows={servers} rowKey={(s) => s.id} rowProps={(s) => ({ 'data-server': s.name })} columns={[
               { label: 'Name', cell: (s) => <strong>{s.name}</strong> },
-              { label: 'URL', className: 'wrap', cell: (s) => <code>{s.url}</code> },
+              { label: 'URL', className: 'wrap', cell: (s) => <code>{s.url || [s.command, ...(s.args || [])].join(' ')}</code> },
               { label: 'State', cell: (s) => { const v = serverState(s, status); return <span data-state={v.state}><Badge text={v.state} kind={v.kind} /></span>; } },
               { label: 'Tools', className: 'num', cell: (s) => { const v = serverState(s, status); return <span data-tools="">{v.s ? fmtNum(v.s.tools) : '—'}</span>; } },
               { label: 'Calls', className: 'num', cell: (s) => { const v = serverState(s, status); return v.s ? `${fmtNum(v.s.calls || 0)} (${fmtNum(v.s.errors || 0)} failed)` : '—'; } },

@@ -1,7 +1,8 @@
-"""Sandbox launcher: run as `python -I -S launcher.py CONFIG_JSON` by the runner, as root.
+"""Sandbox launcher: run as `python -I -S launcher.py CONFIG_JSON` (see `spec.py`), as root.
 
 Standard library only, in a fresh single-threaded process (so no fork-with-threads hazards):
-  1. unshare network, mount, PID, IPC and UTS namespaces (no network: only a down loopback);
+  1. unshare network, mount, PID, IPC and UTS namespaces (no network: only a down loopback;
+     the network namespace is kept only when the config says `"network": true`);
   2. fork: the child is PID 1 of the new PID namespace and dies with the launcher
      (PDEATHSIG), taking every process the user's code started with it;
   3. PID 1 builds a read-only chroot (the interpreter, its libraries, the working directory
@@ -69,7 +70,7 @@ def build_root(cfg):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not os.path.lexists(path):
             os.symlink(target, path)
-    work = root + "/work"
+    work = root + cfg.get("work_mount", "/work")
     os.makedirs(work, exist_ok=True)
     mount(cfg["workdir"], work, MS_BIND)
     mount(None, work, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV)
@@ -92,7 +93,7 @@ def become_user(cfg):
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
     if os.getuid() == 0 or os.geteuid() == 0:
         fail("could not drop root privileges")
-    os.chdir("/work")
+    os.chdir(cfg.get("work_mount", "/work"))
 
 
 def status_code(status):
@@ -115,7 +116,7 @@ def namespace_init(cfg, alive_fd):
             become_user(cfg)
             os.execve(cfg["python"], cfg["argv"], cfg["env"])
         except Exception as exc:
-            fail(f"cannot start the interpreter: {type(exc).__name__}: {exc}")
+            fail(f"cannot start the program: {type(exc).__name__}: {exc}")
     # PID 1: reap everything; when the user's process ends, leave, which kills the rest.
     while True:
         pid, status = os.wait()
@@ -127,10 +128,10 @@ def main():
     cfg = json.loads(sys.argv[1])
     if os.geteuid() != 0:
         fail("must run as root to create namespaces")
-    check(
-        libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS),
-        "unshare(network, mount, pid namespaces)",
-    )
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+    if not cfg.get("network", False):
+        flags |= CLONE_NEWNET
+    check(libc.unshare(flags), "unshare(network, mount, pid namespaces)")
     alive_r, alive_w = os.pipe()
     pid = os.fork()
     if pid == 0:
