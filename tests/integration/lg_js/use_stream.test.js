@@ -1,0 +1,72 @@
+// useStream (@langchain/langgraph-sdk/react) mounted headless (jsdom + React) against Agentix's /lg.
+// Run by tests/integration/test_langgraph_js.py, which starts the stack and scripts the model.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JSDOM } from "jsdom";
+
+const dom = new JSDOM("<!doctype html><div id=root></div>", { url: "http://localhost/" });
+globalThis.window = dom.window;
+globalThis.document = dom.window.document;
+globalThis.sessionStorage = dom.window.sessionStorage;
+globalThis.IS_REACT_ACT_ENVIRONMENT = false;
+
+const React = await import("react");
+const { createRoot } = await import("react-dom/client");
+const { useStream } = await import("@langchain/langgraph-sdk/react");
+const { Client } = await import("@langchain/langgraph-sdk");
+
+const apiUrl = process.env.LG_URL;
+const apiKey = process.env.LG_KEY;
+const h = React.createElement;
+
+function Chat({ threadId, assistantId, expose }) {
+  const thread = useStream({ apiUrl, apiKey, assistantId, threadId, messagesKey: "messages" });
+  expose.current = thread;
+  return h("ul", { id: "messages" },
+    thread.messages.map((m) => h("li", { key: m.id ?? String(m.content), "data-type": m.type },
+      typeof m.content === "string" ? m.content : JSON.stringify(m.content))),
+    thread.interrupt ? h("li", { id: "interrupt" }, JSON.stringify(thread.interrupt.value)) : null);
+}
+
+async function until(check, what) {
+  for (let i = 0; i < 600; i++) {
+    const found = check();
+    if (found) return found;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`never: ${what}; the page shows ${document.getElementById("root").textContent}`);
+}
+
+function mount(props) {
+  const expose = { current: null };
+  const root = createRoot(document.getElementById("root"));
+  root.render(h(Chat, { ...props, expose }));
+  return { expose, root };
+}
+
+const texts = () => [...document.querySelectorAll("#messages li[data-type]")].map((li) => li.textContent);
+
+test("the JS SDK reads assistants and the store", async () => {
+  const client = new Client({ apiUrl, apiKey });
+  const wf = process.env.WORKFLOW_ID;
+  const graph = await client.assistants.getGraph(wf);
+  assert.deepEqual(graph.nodes.map((n) => n.id), ["__start__", "in", "draft", "review", "out", "__end__"]);
+  const schemas = await client.assistants.getSchemas(wf);
+  assert.deepEqual(schemas.input_schema.required, ["text"]);
+  assert.equal(await client.assistants.count({ graphId: "workflow" }), 1);
+  await client.store.putItem(["notes"], "js", { from: "node" });
+  assert.deepEqual((await client.store.getItem(["notes"], "js")).value, { from: "node" });
+  const found = await client.store.searchItems(["notes"], { query: "node" });
+  assert.deepEqual(found.items.map((i) => i.key), ["js"]);
+});
+
+test("useStream loads a thread, sends a message and renders the streamed answer", async () => {
+  const { expose, root } = mount({ threadId: process.env.THREAD_ID, assistantId: "chat-direct" });
+  await until(() => texts().includes(process.env.FIRST_ANSWER), "the thread's messages");
+  assert.deepEqual(texts(), [process.env.FIRST_QUESTION, process.env.FIRST_ANSWER]);
+  expose.current.submit({ messages: [{ type: "human", content: "And the second?" }] });
+  await until(() => texts().includes(process.env.SECOND_ANSWER), "the streamed answer");
+  await until(() => !expose.current.isLoading, "the run's end");
+  assert.deepEqual(texts().slice(-2), ["And the second?", process.env.SECOND_ANSWER]);
+  root.unmount();
+});
