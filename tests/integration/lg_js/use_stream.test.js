@@ -19,8 +19,8 @@ const apiUrl = process.env.LG_URL;
 const apiKey = process.env.LG_KEY;
 const h = React.createElement;
 
-function Chat({ threadId, assistantId, expose }) {
-  const thread = useStream({ apiUrl, apiKey, assistantId, threadId, messagesKey: "messages" });
+function Chat({ threadId, assistantId, expose, reconnectOnMount = false }) {
+  const thread = useStream({ apiUrl, apiKey, assistantId, threadId, messagesKey: "messages", reconnectOnMount });
   expose.current = thread;
   return h("ul", { id: "messages" },
     thread.messages.map((m) => h("li", { key: m.id ?? String(m.content), "data-type": m.type },
@@ -69,4 +69,34 @@ test("useStream loads a thread, sends a message and renders the streamed answer"
   await until(() => !expose.current.isLoading, "the run's end");
   assert.deepEqual(texts().slice(-2), ["And the second?", process.env.SECOND_ANSWER]);
   root.unmount();
+});
+
+test("useStream shows a plan's approval as an interrupt and resumes it", async () => {
+  const { expose, root } = mount({ threadId: process.env.PLAN_THREAD_ID, assistantId: "chat-plan" });
+  await until(() => expose.current && !expose.current.isLoading, "the empty thread");
+  expose.current.submit({ messages: [{ type: "human", content: "Capital of Norway?" }] });
+  const shown = await until(() => document.getElementById("interrupt"), "the interrupt");
+  assert.match(shown.textContent, /recall the capital/);
+  await until(() => !expose.current.isLoading, "the run waiting");
+  expose.current.submit(undefined, { command: { resume: "approve" } });
+  await until(() => texts().includes(process.env.PLAN_ANSWER), "the answer after the approval");
+  await until(() => !expose.current.isLoading && !document.getElementById("interrupt"), "the interrupt gone");
+  root.unmount();
+});
+
+test("useStream reconnects to the running stream after a reload", async () => {
+  const threadId = process.env.SLOW_THREAD_ID;
+  let page = mount({ threadId, assistantId: "chat-direct", reconnectOnMount: true });
+  await until(() => page.expose.current && !page.expose.current.isLoading, "the empty thread");
+  page.expose.current.submit({ messages: [{ type: "human", content: "Tell it slowly." }] });
+  await until(() => texts().some((t) => t.length > 0 && process.env.SLOW_ANSWER.startsWith(t) && t !== ""
+    && t !== "Tell it slowly."), "the first tokens");
+  assert.ok(sessionStorage.getItem(`lg:stream:${threadId}`), "the hook kept the run to rejoin");
+  page.root.unmount(); // the reload: the page goes, the run goes on
+  document.getElementById("root").textContent = "";
+  page = mount({ threadId, assistantId: "chat-direct", reconnectOnMount: true });
+  await until(() => texts().includes(process.env.SLOW_ANSWER), "the whole answer after the reload");
+  await until(() => !page.expose.current.isLoading, "the run's end");
+  assert.deepEqual(texts().slice(-2), ["Tell it slowly.", process.env.SLOW_ANSWER]);
+  page.root.unmount();
 });
