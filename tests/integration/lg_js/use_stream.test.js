@@ -54,6 +54,15 @@ test("the JS SDK reads assistants and the store", async () => {
   const schemas = await client.assistants.getSchemas(wf);
   assert.deepEqual(schemas.input_schema.required, ["text"]);
   assert.equal(await client.assistants.count({ graphId: "workflow" }), 1);
+  const made = await client.assistants.create({ graphId: "chat", name: "JS helper",
+    config: { configurable: { mode: "direct" } } });
+  const picked = await client.assistants.search({ graphId: "chat", sortBy: "name", sortOrder: "asc",
+    select: ["assistant_id", "name"] });
+  assert.deepEqual(picked.map((a) => Object.keys(a).sort()), picked.map(() => ["assistant_id", "name"]));
+  assert.ok(picked.some((a) => a.assistant_id === made.assistant_id));
+  await assert.rejects(client.assistants.create({ graphId: "chat", config: { configurable: { tools: [] } } }),
+    (err) => err.status === 422 && /tools/.test(err.text ?? err.message));
+  await client.assistants.delete(made.assistant_id);
   await client.store.putItem(["notes"], "js", { from: "node" });
   assert.deepEqual((await client.store.getItem(["notes"], "js")).value, { from: "node" });
   const found = await client.store.searchItems(["notes"], { query: "node" });
