@@ -143,6 +143,43 @@ class WorkflowVersion(GatewayModel, table=True):
     created_at: datetime = _stamp()
 
 
+class LgAssistant(GatewayModel, table=True):
+    """An assistant made through `/lg` (`POST /assistants`): the chat agent with a config of its
+    own; `version` is the one in use (`POST /assistants/{id}/latest` picks another)."""
+
+    __tablename__ = "lg_assistants"
+
+    id: str = Field(primary_key=True, max_length=64)
+    user_id: str = Field(index=True, max_length=64)
+    graph_id: str = Field(max_length=64)
+    name: str = Field(max_length=200)
+    description: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    config: dict[str, Any] = _json(dict)
+    context: dict[str, Any] = _json(dict)
+    meta: dict[str, Any] = _json(dict)
+    version: int = 1
+    created_at: datetime = _stamp()
+    updated_at: datetime = _stamp()
+
+
+class LgAssistantVersion(GatewayModel, table=True):
+    """Each version of an `/lg` assistant as it was made (create, then each update)."""
+
+    __tablename__ = "lg_assistant_versions"
+    __table_args__ = (UniqueConstraint("assistant_id", "version", name="uq_lg_assistant_versions_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    assistant_id: str = Field(index=True, max_length=64)
+    version: int
+    graph_id: str = Field(max_length=64)
+    name: str = Field(max_length=200)
+    description: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    config: dict[str, Any] = _json(dict)
+    context: dict[str, Any] = _json(dict)
+    meta: dict[str, Any] = _json(dict)
+    created_at: datetime = _stamp()
+
+
 class AuditEntry(GatewayModel, table=True):
     __tablename__ = "audit_log"
 

@@ -33,9 +33,9 @@ CHECKS = [
 ]
 
 
-# Routes owned by the KB/memory/reports module call tool services over NATS (503 without them);
-# they are fuzzed with those services running in their own tests.
-FOREIGN = ("/api/v1/kb", "/api/v1/memory", "/api/v1/reports")
+# Routes owned by the KB/memory/reports module (and /lg/store, over memory) call tool services over
+# NATS (503 without them); they are fuzzed with those services running in their own tests.
+FOREIGN = ("/api/v1/kb", "/api/v1/memory", "/api/v1/reports", "/lg/store")
 
 
 class ThreadedGateway:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import mimetypes
 import uuid
-import weakref
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -19,69 +18,15 @@ from pydantic import BaseModel, Field, ValidationError
 from sse_starlette import EventSourceResponse
 from starlette.datastructures import UploadFile
 
-from services.gateway.deps import BusDep, CurrentUser, Principal
+from services.gateway.deps import BusDep, CurrentUser
+from services.gateway.go_tools import call_go_tool
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem, validation_problem
 from services.gateway.runs.stream import resume_point, task_stream
 from shared.bus import Bus
-from shared.bus.tools import ToolClient
 from shared.contract.ingest import INLINE_UPLOAD_MAX, TERMINAL_JOB
-from shared.contract.tools import ToolMeta
 
 router = APIRouter(prefix="/api/v1/kb", tags=["knowledge base"])
-
-# Tool error code → HTTP status. Anything unknown is the tool service's fault: 502, never 500.
-STATUS_OF = {
-    "not_found": 404,
-    "forbidden": 403,
-    "conflict": 409,
-    "bad_arguments": 422,
-    "bad_document": 422,
-    "too_large": 413,
-    "unsupported_media_type": 415,
-    "unsupported_language": 422,
-    "unavailable": 503,
-    "timeout": 504,
-    "unknown_tool": 503,
-}
-_clients: weakref.WeakKeyDictionary[Bus, ToolClient] = weakref.WeakKeyDictionary()
-
-
-async def call_go_tool(
-    bus: Bus,
-    user: Principal,
-    tool: str,
-    args: dict[str, Any],
-    timeout_s: float = 30.0,
-    *,
-    for_user: str | None = None,
-) -> Any:
-    """Call a tools_go_equiv tool as the verified principal (its admin flag included); a tool
-    error becomes problem+json. `for_user` makes an admin act on that user's own data (memory);
-    it is ignored for anyone else."""
-    client = _clients.get(bus)
-    if client is None:
-        client = _clients[bus] = ToolClient(bus, services=("go",))
-    subject = for_user if for_user and user.is_admin else user.id
-    meta = ToolMeta(user_id=user.id, admin=user.is_admin)
-    reply = await client.call(tool, {**args, "user_id": subject}, meta, timeout_s=timeout_s)
-    if reply.ok:
-        return reply.result
-    code = reply.error.code if reply.error else "error"
-    message = reply.error.message if reply.error else "the tool failed"
-    status = STATUS_OF.get(code, 502)
-    title = {
-        403: "Forbidden",
-        404: "Not Found",
-        409: "Conflict",
-        413: "Content Too Large",
-        415: "Unsupported Media Type",
-        422: "Invalid request",
-        503: "Service Unavailable",
-        504: "Gateway Timeout",
-    }.get(status, "Bad Gateway")
-    raise ApiProblem(status, title, message, type_=code.replace("_", "-"))
-
 
 async def uploads(bus: Bus) -> ObjectStore:
     return await bus.object_store(bus.names.uploads_bucket)

@@ -11,8 +11,8 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from services.gateway.deps import BusDep, CurrentUser, Principal
+from services.gateway.go_tools import call_go_tool
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
-from services.gateway.routes.kb import call_go_tool
 
 router = APIRouter(prefix="/api/v1/memory", tags=["memory"])
 Key = Annotated[str, Path(min_length=1, max_length=200)]

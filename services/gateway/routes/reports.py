@@ -19,9 +19,9 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from services.gateway.deps import BusDep, CurrentUser
+from services.gateway.go_tools import call_go_tool
 from services.gateway.pagination import Cursor, Limit, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
-from services.gateway.routes.kb import call_go_tool
 from shared.bus import Bus
 
 router = APIRouter(prefix="/api/v1/reports", tags=["reports"])

@@ -14,7 +14,7 @@ from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import MAX_OFFSET
-from services.gateway.protocols.langgraph import assistants, runs, threads
+from services.gateway.protocols.langgraph import runs, threads
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
 from services.gateway.protocols.langgraph.settled import settled
@@ -63,17 +63,6 @@ async def _start(request: Request, user: Principal, db: Database, bus: Bus | Non
                                new_feed.open if new_feed is not None else None)
     request.state.audit_target = f"thread_id={started.run.conversation_id},run_id={started.run.id}"
     return started
-
-
-@router.post("/assistants/search")
-async def search_assistants(body: assistants.AssistantSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    page, next_offset = await db.run(assistants.search, user, body)
-    return _json(page, headers={"X-Pagination-Next": str(next_offset)} if next_offset is not None else None)
-
-
-@router.get("/assistants/{assistant_id}")
-async def get_assistant(assistant_id: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(assistants.get, user, assistant_id))
 
 
 @router.post("/threads")

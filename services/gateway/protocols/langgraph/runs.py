@@ -172,15 +172,12 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     modes = modes_of(body.stream_mode)
     if body.command is not None and "resume" in body.command:
         return await _resume(db, bus, user, thread_id, body.command["resume"], modes)
-    mode = assistants.chat_mode(body.assistant_id)
-    if mode is None:
-        await db.run(assistants.get, user, body.assistant_id)  # 404 when it is nobody's assistant
-        raise ApiProblem(422, "Invalid request", f"Assistant {body.assistant_id!r} is a saved workflow: workflows "
-                                                 "do not run as a thread's turn (use POST /api/v1/tasks).")
+    mode, assistant_model = await db.run(assistants.runnable, user, body.assistant_id)
     text = question(body)
     grey = await guard(text)
     await db.run(_ensure_thread, user, thread_id, body)
-    posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body), multitask=body.multitask_strategy)
+    posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body) or assistant_model,
+                                    multitask=body.multitask_strategy)
     accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue)
 
     def opened(session: Session) -> Started:

@@ -50,7 +50,7 @@ _SILENT: Final = (StatusEvent, NodeStartEvent, NodeSkipEvent)  # the lifecycle L
 
 
 def parse_id(raw: str | None) -> FrameId | None:
-    if raw in (None, ""):
+    if raw in (None, "", "-1"):  # "-1": LangGraph's "from the start" (useStream's rejoin after a reload)
         return None
     head, _, tail = str(raw).strip().partition(".")
     try:
