@@ -14,7 +14,8 @@ from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import MAX_OFFSET
-from services.gateway.protocols.langgraph import assistants, runs, threads
+from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph import assistants, history, runs, thread_search, threads
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
 from services.gateway.protocols.langgraph.settled import settled
@@ -39,7 +40,8 @@ def _links(thread_id: str, run_id: str, tail: str = "stream") -> dict[str, str]:
 
 
 def _stream(request: Request, db: Database, bus: Bus, started: runs.Started, after: FrameId | None = None,
-            on_end: Callable[[], None] | None = None) -> EventSourceResponse:
+            on_end: Callable[[], None] | None = None,
+            on_drop: Callable[[], None] | None = None) -> EventSourceResponse:
     run = started.run
     if after is None and started.opening_at:  # a resumed run streams on from its approval
         after = (started.opening_at, RESUMED_AFTER)
@@ -51,6 +53,8 @@ def _stream(request: Request, db: Database, bus: Bus, started: runs.Started, aft
             async for chunk in body:
                 yield chunk
         finally:
+            if on_drop is not None and not translator.finished:
+                on_drop()
             if on_end is not None:
                 on_end()
 
@@ -63,6 +67,11 @@ async def _start(request: Request, user: Principal, db: Database, bus: Bus | Non
                                new_feed.open if new_feed is not None else None)
     request.state.audit_target = f"thread_id={started.run.conversation_id},run_id={started.run.id}"
     return started
+
+
+def _on_drop(db: Database, bus: Bus, user: Principal, body: runs.RunCreate,
+             started: runs.Started) -> Callable[[], None] | None:
+    return runs.cancel_when_dropped(db, bus, user, started.run) if body.on_disconnect == "cancel" else None
 
 
 @router.post("/assistants/search")
@@ -85,8 +94,42 @@ async def create_thread(body: threads.NewThread, request: Request, user: LgUser,
 
 
 @router.post("/threads/search")
-async def search_threads(body: threads.ThreadSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(threads.search, user, body))
+async def search_threads(body: thread_search.ThreadSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(thread_search.search, user, body))
+
+
+@router.post("/threads/count")
+async def count_threads(body: thread_search.ThreadFilter, user: LgUser, db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(thread_search.count, user, body))
+
+
+@router.post("/threads/prune")
+async def prune_threads(body: thread_search.Prune, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    pruned = 0
+    for thread_id in dict.fromkeys(body.thread_ids):
+        try:
+            await runs.delete_thread(db, bus, user, thread_id)
+        except ApiProblem as exc:
+            if exc.status != 404:
+                raise
+            continue
+        pruned += 1
+    return _json({"pruned_count": pruned})
+
+
+@router.patch("/threads/{thread_id}")
+async def update_thread(thread_id: str, body: thread_search.ThreadPatch, request: Request, user: LgUser,
+                        db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    await db.run(thread_search.patch, user, thread_id, body)
+    return _json(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
+
+
+@router.post("/threads/{thread_id}/copy")
+async def copy_thread(thread_id: str, request: Request, user: LgUser, db: DatabaseDep,
+                      bus: MaybeBusDep) -> JSONResponse:
+    twin = await db.run(thread_search.copy, user, thread_id)
+    request.state.audit_target = f"thread_id={twin.id}"
+    return _json(await threads.current(db, bus, request.app.state.record_watch, user, twin.id))
 
 
 @router.get("/threads/{thread_id}")
@@ -94,10 +137,47 @@ async def get_thread(thread_id: str, request: Request, user: LgUser, db: Databas
     return _json(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
 
 
+async def _state_at(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
+                    checkpoint: Any) -> JSONResponse:
+    interrupts = await threads.pending(db, bus, request.app.state.record_watch, user, thread_id)
+    return _json(await db.run(history.state_at, user, thread_id, interrupts, history.checkpoint_id_of(checkpoint)))
+
+
 @router.get("/threads/{thread_id}/state")
 async def thread_state(thread_id: str, request: Request, user: LgUser, db: DatabaseDep,
                        bus: MaybeBusDep) -> JSONResponse:
-    return _json(threads.state_view(await threads.current(db, bus, request.app.state.record_watch, user, thread_id)))
+    return await _state_at(request, user, db, bus, thread_id, None)
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def thread_state_at(thread_id: str, checkpoint_id: str, request: Request, user: LgUser, db: DatabaseDep,
+                          bus: MaybeBusDep) -> JSONResponse:
+    return await _state_at(request, user, db, bus, thread_id, checkpoint_id)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint")
+async def thread_state_of(thread_id: str, body: history.StateQuery, request: Request, user: LgUser,
+                          db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    return await _state_at(request, user, db, bus, thread_id, body.checkpoint)
+
+
+async def _history(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
+                   query: history.HistoryQuery) -> JSONResponse:
+    interrupts = await threads.pending(db, bus, request.app.state.record_watch, user, thread_id)
+    return _json(await db.run(history.states, user, thread_id, interrupts, query))
+
+
+@router.post("/threads/{thread_id}/history")
+async def thread_history(thread_id: str, body: history.HistoryQuery, request: Request, user: LgUser,
+                         db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    return await _history(request, user, db, bus, thread_id, body)
+
+
+@router.get("/threads/{thread_id}/history")
+async def thread_history_get(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: MaybeBusDep,
+                             limit: Annotated[int, Query(ge=1, le=history.MAX_HISTORY)] = 10,
+                             before: Annotated[str | None, Query(max_length=64)] = None) -> JSONResponse:
+    return await _history(request, user, db, bus, thread_id, history.HistoryQuery(limit=limit, before=before))
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
@@ -117,7 +197,8 @@ async def stream_run(thread_id: str, body: runs.RunCreate, request: Request, use
                      bus: BusDep) -> EventSourceResponse:
     new_feed = NewRunFeed(request.app.state.run_feeds)  # the new run's events, live from the first
     try:
-        response = _stream(request, db, bus, await _start(request, user, db, bus, thread_id, body, new_feed))
+        started = await _start(request, user, db, bus, thread_id, body, new_feed)
+        response = _stream(request, db, bus, started, on_drop=_on_drop(db, bus, user, body, started))
         new_feed.handed_over()
         return response
     finally:
@@ -182,7 +263,7 @@ async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser,
     try:
         started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
                                                    lambda text: check_question(request, text), new_feed.open)
-        response = _stream(request, db, bus, started, on_end=done)
+        response = _stream(request, db, bus, started, on_end=done, on_drop=_on_drop(db, bus, user, body, started))
         new_feed.handed_over()
         return response
     finally:
