@@ -11,7 +11,7 @@ from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from shared.settings import Settings
 from tests.integration.chat_support import chat_stack
-from tests.integration.test_langgraph_api import ask, collect, lg
+from tests.integration.test_langgraph_api import HALF, ask, collect, lg, until_streaming
 from tests.support import openai_server as oai
 
 
@@ -143,3 +143,29 @@ async def test_history_is_one_checkpoint_per_turn_newest_first(scripted: Setting
         assert [s["checkpoint"]["checkpoint_id"] for s in got.json()] == run_ids[:0:-1]
         with pytest.raises(NotFoundError):
             await client.threads.get_state("t-hist", checkpoint_id="nope")
+
+
+async def test_stateless_background_and_batch_runs_and_cancelling_many(
+    scripted: Settings, srv: oai.OpenAIServer,
+) -> None:
+    srv.script([oai.reply("Alone."), oai.reply("Batched."), oai.hang(HALF, seconds=600)])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        run = await client.runs.create(None, "chat-direct", input=ask("Background?"), on_completion="keep")
+        assert run["status"] in ("pending", "running") and run["thread_id"]
+        assert (await client.runs.join(run["thread_id"], run["run_id"]))["messages"][-1]["content"] == "Alone."
+        batch = await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("Batch?"),
+                                                 "on_completion": "keep"}])
+        assert len(batch) == 1
+        joined = await client.runs.join(batch[0]["thread_id"], batch[0]["run_id"])
+        assert joined["messages"][-1]["content"] == "Batched."
+        with pytest.raises(UnprocessableEntityError):
+            await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("x"), "webhook": "http://x"}])
+
+        await client.threads.create(thread_id="t-many")
+        going = await client.runs.create("t-many", "chat-direct", input=ask("Go on and on"))
+        await until_streaming(client, "t-many", going["run_id"])
+        await client.runs.cancel_many(thread_id="t-many", run_ids=[going["run_id"]])
+        await client.runs.join("t-many", going["run_id"])
+        assert (await client.runs.get("t-many", going["run_id"]))["status"] == "interrupted"
+        await client.runs.cancel_many(status="running")  # nothing left going: nothing to do

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
@@ -15,7 +15,7 @@ from services.gateway.db import Database
 from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import assistants, history, runs, thread_search, threads
+from services.gateway.protocols.langgraph import assistants, history, runs, stateless, thread_search, threads
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
 from services.gateway.protocols.langgraph.settled import settled
@@ -254,6 +254,28 @@ async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser
         await runs.wait(request.app.state, db, bus, await db.run(runs.joined, user, thread_id, run_id, ["values"]))
         return Response(status_code=204)
     return Response(status_code=202)
+
+
+@router.post("/runs")
+async def stateless_run(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
+                        bus: BusDep) -> JSONResponse:
+    run = await stateless.start_background(request.app.state, db, bus, user, body,
+                                           lambda text: check_question(request, text))
+    return _json(run, headers=_links(run["thread_id"], run["run_id"]))
+
+
+@router.post("/runs/batch")
+async def stateless_batch(body: Annotated[list[runs.RunCreate], Body(max_length=stateless.MAX_BATCH)],
+                          request: Request, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
+    return _json([await stateless.start_background(request.app.state, db, bus, user, one,
+                                                   lambda text: check_question(request, text)) for one in body])
+
+
+@router.post("/runs/cancel", status_code=204)
+async def cancel_runs(body: stateless.CancelMany, user: LgUser, db: DatabaseDep, bus: BusDep,
+                      action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt") -> Response:
+    await stateless.cancel_many(db, bus, user, body, action)
+    return Response(status_code=204)
 
 
 @router.post("/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
