@@ -4,15 +4,18 @@ count, update, copy and prune; history and checkpoints; stateless and batch runs
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from shared.settings import Settings
-from tests.integration.chat_support import chat_stack
+from tests.integration.chat_support import WAIT_S, chat_stack
 from tests.integration.test_langgraph_api import HALF, ask, collect, lg, until_streaming
 from tests.support import openai_server as oai
+from tests.support.wait import eventually
 
 
 def _named(exc: pytest.ExceptionInfo[UnprocessableEntityError], field: str) -> bool:
@@ -169,3 +172,27 @@ async def test_stateless_background_and_batch_runs_and_cancelling_many(
         await client.runs.join("t-many", going["run_id"])
         assert (await client.runs.get("t-many", going["run_id"]))["status"] == "interrupted"
         await client.runs.cancel_many(status="running")  # nothing left going: nothing to do
+
+
+async def test_on_disconnect_cancel_stops_the_run_when_the_reader_leaves(
+    scripted: Settings, srv: oai.OpenAIServer,
+) -> None:
+    srv.script([oai.hang(HALF, seconds=600)])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-drop")
+        run_id = None
+        parts = client.runs.stream("t-drop", "chat-direct", input=ask("Go on"), stream_mode="messages-tuple",
+                                   on_disconnect="cancel")
+        async with contextlib.aclosing(parts), asyncio.timeout(WAIT_S):
+            async for part in parts:
+                if part.event == "metadata":
+                    run_id = part.data["run_id"]
+                if part.event == "messages":
+                    break  # the reader leaves mid-answer
+        assert run_id is not None
+
+        async def stopped() -> bool:
+            return (await client.runs.get("t-drop", run_id))["status"] == "interrupted"
+
+        assert await eventually(stopped)
