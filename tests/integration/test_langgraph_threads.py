@@ -13,7 +13,7 @@ from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
 from shared.settings import Settings
 from tests.integration.chat_support import WAIT_S, chat_stack
-from tests.integration.test_langgraph_api import HALF, ask, collect, lg, until_streaming
+from tests.integration.test_langgraph_api import ANSWER, HALF, ask, collect, lg, until_streaming
 from tests.support import openai_server as oai
 from tests.support.wait import eventually
 
@@ -196,3 +196,22 @@ async def test_on_disconnect_cancel_stops_the_run_when_the_reader_leaves(
             return (await client.runs.get("t-drop", run_id))["status"] == "interrupted"
 
         assert await eventually(stopped)
+
+
+async def test_join_the_thread_stream_of_whatever_run_goes(scripted: Settings, srv: oai.OpenAIServer) -> None:
+    srv.script([oai.reply(ANSWER, chunk_chars=4, delay_s=0.02)])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-join-thread")
+        with pytest.raises(NotFoundError):
+            await collect(await client.threads.join_stream("t-join-thread"))
+        run = await client.runs.create("t-join-thread", "chat-direct", input=ask("Capital of Norway?"))
+        parts = await collect(await client.threads.join_stream("t-join-thread"))
+        assert parts[0].event == "metadata" and parts[0].data["run_id"] == run["run_id"] and parts[-1].event == "end"
+        assert "".join(p.data[0]["content"] for p in parts if p.event == "messages") == ANSWER
+        middle = next(p.id for p in parts if p.event == "messages")
+        rest = await collect(await client.threads.join_stream("t-join-thread", last_event_id=middle))
+        assert [p.id for p in rest if p.event != "end"] == [p.id for p in parts[parts.index(
+            next(p for p in parts if p.id == middle)) + 1:] if p.event != "end"]
+        with pytest.raises(UnprocessableEntityError):
+            await collect(await client.threads.join_stream("t-join-thread", stream_mode="lifecycle"))

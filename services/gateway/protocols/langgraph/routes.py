@@ -245,6 +245,16 @@ async def join_stream(thread_id: str, run_id: str, request: Request, user: LgUse
                    after)
 
 
+@router.get("/threads/{thread_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
+async def join_thread_stream(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
+                             stream_mode: Annotated[list[str] | None, Query()] = None,
+                             last_event_id: LastEventId = None) -> EventSourceResponse:
+    after = parse_id(last_event_id)
+    run_id = await db.run(threads.run_to_join, user, thread_id, [m for m in stream_mode or () if m])
+    return _stream(request, db, bus, await db.run(runs.joined, user, thread_id, run_id, list(runs.JOIN_MODES)),
+                   after)
+
+
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
 async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
                      wait: Annotated[bool, Query()] = False,

@@ -145,6 +145,24 @@ async def _interrupts(db: Database, bus: Bus | None, thread_id: str) -> dict[str
     return {run.id: [interrupt_of(run.id, request)]} if isinstance(request, ApprovalRequestEvent) else {}
 
 
+def run_to_join(session: Session, user: Principal, thread_id: str, stream_mode: list[str]) -> str:
+    """`GET /threads/{id}/stream`: the run going (or waiting) now, else the thread's latest."""
+    for mode in stream_mode:
+        if mode != "run_modes":
+            raise ApiProblem(422, "Invalid request", f"`stream_mode: {mode}` is not supported: a thread's stream is "
+                                                     "its run's frames (`run_modes`).",
+                             errors=[{"code": "unsupported", "field": "stream_mode", "message": mode}])
+    load(session, user, thread_id)
+    runs = going(session, thread_id)
+    if runs:
+        return runs[0].id
+    last = session.exec(select(ChatRun.id).where(ChatRun.conversation_id == thread_id)
+                        .order_by(col(ChatRun.seq).desc()).limit(1)).first()
+    if last is None:
+        raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no run to join.")
+    return last
+
+
 def _active_run(session: Session, user: Principal, thread_id: str) -> str | None:
     load(session, user, thread_id)
     runs = going(session, thread_id)
