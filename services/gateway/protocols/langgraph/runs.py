@@ -108,16 +108,37 @@ def _model(body: RunCreate) -> str | None:
 
 
 def decision_of(resume: Any) -> chat_runs.RunApproval:
+    """An approval's answer: `"approve"`/`true`, `"reject"`/`false`, `{decision, comment?}`, or the
+    LangChain v1 human-in-the-loop middleware's `{decisions: [{type: approve|reject, message?}]}`."""
     comment: str | None = None
+    if isinstance(resume, dict) and "decisions" in resume:
+        resume = _one_decision(resume["decisions"])
     if isinstance(resume, dict):
-        comment = resume.get("comment") if isinstance(resume.get("comment"), str) else None
+        said = resume.get("comment", resume.get("message"))
+        comment = said if isinstance(said, str) else None
         resume = resume.get("decision", resume.get("type"))
     if resume is True or (isinstance(resume, str) and resume.lower() in _APPROVE):
         return chat_runs.RunApproval(decision="approve", comment=comment)
     if resume is False or (isinstance(resume, str) and resume.lower() in _REJECT):
         return chat_runs.RunApproval(decision="reject", comment=comment)
     raise ApiProblem(422, "Invalid request", "command.resume answers an approval: \"approve\" | \"reject\" | true | "
-                                             "false | {\"decision\": …, \"comment\"?: …}.")
+                                             "false | {\"decision\": …, \"comment\"?: …} | {\"decisions\": [{\"type\": "
+                                             "\"approve\" | \"reject\", \"message\"?: …}]}.")
+
+
+def _one_decision(decisions: Any) -> dict[str, Any]:
+    if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], dict):
+        raise ApiProblem(422, "Invalid request", "command.resume.decisions: one decision for the one action the "
+                                                 "interrupt asks about.",
+                         errors=[{"code": "invalid", "field": "command.resume.decisions", "message": "one decision"}])
+    decision: dict[str, Any] = decisions[0]
+    if decision.get("type") not in ("approve", "reject"):
+        raise ApiProblem(422, "Invalid request", f"`command.resume.decisions[0].type: {decision.get('type')}` is not "
+                                                 "supported: an Agentix approval is approved or rejected as asked "
+                                                 "(`allowed_decisions`).",
+                         errors=[{"code": "unsupported", "field": "command.resume.decisions[0].type",
+                                  "message": str(decision.get("type"))}])
+    return decision
 
 
 def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunCreate) -> None:
