@@ -9,7 +9,7 @@ import contextlib
 from typing import Any
 
 import pytest
-from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
 from shared.settings import Settings
 from tests.integration.chat_support import WAIT_S, chat_stack
@@ -215,3 +215,26 @@ async def test_join_the_thread_stream_of_whatever_run_goes(scripted: Settings, s
             next(p for p in parts if p.id == middle)) + 1:] if p.event != "end"]
         with pytest.raises(UnprocessableEntityError):
             await collect(await client.threads.join_stream("t-join-thread", stream_mode="lifecycle"))
+
+
+async def test_deleting_an_ended_run_removes_its_turn(scripted: Settings, srv: oai.OpenAIServer) -> None:
+    srv.script([oai.reply("One."), oai.reply("Two."), oai.hang(HALF, seconds=600)])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-del-run")
+        first = await client.runs.create("t-del-run", "chat-direct", input=ask("First?"))
+        await client.runs.join("t-del-run", first["run_id"])
+        second = await client.runs.create("t-del-run", "chat-direct", input=ask("Second?"))
+        await client.runs.join("t-del-run", second["run_id"])
+        await client.runs.delete("t-del-run", first["run_id"])
+        with pytest.raises(NotFoundError):
+            await client.runs.get("t-del-run", first["run_id"])
+        state = await client.threads.get_state("t-del-run")
+        assert [m["content"] for m in state["values"]["messages"]] == ["Second?", "Two."]
+        assert [s["checkpoint"]["checkpoint_id"] for s in await client.threads.get_history("t-del-run")] == [
+            second["run_id"]]
+        going = await client.runs.create("t-del-run", "chat-direct", input=ask("Go on"))
+        await until_streaming(client, "t-del-run", going["run_id"])
+        with pytest.raises(ConflictError):
+            await client.runs.delete("t-del-run", going["run_id"])
+        await client.runs.cancel("t-del-run", going["run_id"], wait=True)

@@ -228,6 +228,12 @@ async def get_run(thread_id: str, run_id: str, request: Request, user: LgUser, d
     return _json(await db.run(runs.get, user, thread_id, run_id))
 
 
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+async def delete_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep) -> Response:
+    await db.run(runs.remove_run, user, thread_id, run_id)
+    return Response(status_code=204)
+
+
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep,
                    bus: BusDep) -> JSONResponse:

@@ -235,6 +235,16 @@ async def cancel(db: Database, bus: Bus, user: Principal, thread_id: str, run_id
     await chat_runs.cancel(db, bus, user, run_id)
 
 
+def remove_run(session: Session, user: Principal, thread_id: str, run_id: str) -> None:
+    """An ended run goes with its turn (its question and answer: the run is the turn's checkpoint)."""
+    run = load(session, user, thread_id, run_id)
+    if run.ended_at is None:
+        raise ApiProblem(409, "Conflict", f"Run {run_id} has not ended: cancel it first.")
+    for message in session.exec(select(ChatMessage).where(ChatMessage.run_id == run.id)):
+        session.delete(message)
+    session.delete(run)
+
+
 def remove_thread(session: Session, user: Principal, thread_id: str) -> tuple[list[str], set[str]]:
     threads.load(session, user, thread_id)
     return conversations.remove(session, user, thread_id)
