@@ -238,3 +238,32 @@ async def test_deleting_an_ended_run_removes_its_turn(scripted: Settings, srv: o
         with pytest.raises(ConflictError):
             await client.runs.delete("t-del-run", going["run_id"])
         await client.runs.cancel("t-del-run", going["run_id"], wait=True)
+
+
+async def test_update_state_adds_a_turn_the_next_run_goes_on_from(scripted: Settings, srv: oai.OpenAIServer) -> None:
+    srv.script([oai.reply("It is Oslo, as said.")])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-update")
+        made = await client.threads.update_state("t-update", {"messages": [
+            {"type": "human", "content": "Capital of Norway?", "id": "m-q"},
+            {"type": "ai", "content": "Oslo."}]}, as_node="ans")
+        update_id = made["checkpoint"]["checkpoint_id"]
+        state = await client.threads.get_state("t-update")
+        assert state["checkpoint"]["checkpoint_id"] == update_id
+        assert [(m["type"], m["content"]) for m in state["values"]["messages"]] == [
+            ("human", "Capital of Norway?"), ("ai", "Oslo.")]
+        assert state["metadata"]["source"] == "update" and state["metadata"]["as_node"] == "ans"
+        answered = await client.runs.wait("t-update", "chat-direct", input=ask("Sure?"))
+        assert [m["content"] for m in answered["messages"]] == ["Capital of Norway?", "Oslo.", "Sure?",
+                                                                "It is Oslo, as said."]
+        said = [m["content"] for m in srv.requests()[0]["body"]["messages"]]
+        assert said[-3:] == ["Capital of Norway?", "Oslo.", "Sure?"]  # the model read the added turn
+        history = await client.threads.get_history("t-update")
+        assert history[1]["checkpoint"]["checkpoint_id"] == update_id
+        with pytest.raises(UnprocessableEntityError):  # an edit of a message the thread has
+            await client.threads.update_state("t-update", {"messages": [{"type": "human", "content": "x",
+                                                                         "id": "m-q"}]})
+        with pytest.raises(UnprocessableEntityError):  # not the latest checkpoint: no forks
+            await client.threads.update_state("t-update", {"messages": [{"type": "human", "content": "x"}]},
+                                              checkpoint_id=update_id)

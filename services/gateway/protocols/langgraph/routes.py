@@ -15,7 +15,15 @@ from services.gateway.db import Database
 from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import assistants, history, runs, stateless, thread_search, threads
+from services.gateway.protocols.langgraph import (
+    assistants,
+    history,
+    runs,
+    state_update,
+    stateless,
+    thread_search,
+    threads,
+)
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
 from services.gateway.protocols.langgraph.settled import settled
@@ -147,6 +155,12 @@ async def _state_at(request: Request, user: Principal, db: Database, bus: Bus | 
 async def thread_state(thread_id: str, request: Request, user: LgUser, db: DatabaseDep,
                        bus: MaybeBusDep) -> JSONResponse:
     return await _state_at(request, user, db, bus, thread_id, None)
+
+
+@router.post("/threads/{thread_id}/state")
+async def update_thread_state(thread_id: str, body: state_update.StateUpdate, user: LgUser,
+                              db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(state_update.update, user, thread_id, body))
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
