@@ -250,6 +250,10 @@ async def test_a_high_risk_tool_call_is_an_interrupt_approved_or_rejected_with_a
         assert {k: interrupt["value"][k] for k in ("kind", "tool", "call_id", "args", "run_id")} == {
             "kind": "approval", "tool": "wipe", "call_id": "c1", "args": {"path": "/tmp/old"}, "run_id": run_id}
         assert "wipe" in interrupt["value"]["message"]
+        assert interrupt["value"]["action_requests"] == [  # the LangChain v1 human-in-the-loop shape
+            {"name": "wipe", "args": {"path": "/tmp/old"}, "description": interrupt["value"]["message"]}]
+        assert interrupt["value"]["review_configs"] == [{"action_name": "wipe",
+                                                         "allowed_decisions": ["approve", "reject"]}]
         assert [p.data["__interrupt__"] for p in parts if p.event == "updates" and "__interrupt__" in p.data] == [
             [interrupt]]
         seen = await client.threads.get(thread)
@@ -257,7 +261,11 @@ async def test_a_high_risk_tool_call_is_an_interrupt_approved_or_rejected_with_a
         assert (await client.runs.get(thread, run_id))["status"] == "interrupted"
         assert tools.calls["wipe"] == []  # nothing runs before the decision
 
-        resumed = await collect(client.runs.stream(thread, "chat-react", command={"resume": "approve"},
+        with pytest.raises(UnprocessableEntityError):  # an edit is not among the allowed decisions
+            await client.runs.create(thread, "chat-react", command={"resume": {"decisions": [
+                {"type": "edit", "edited_action": {"name": "wipe", "args": {"path": "/tmp"}}}]}})
+        resumed = await collect(client.runs.stream(thread, "chat-react",
+                                                   command={"resume": {"decisions": [{"type": "approve"}]}},
                                                    stream_mode=["messages-tuple", "custom"]))
         assert resumed[0].data["run_id"] == run_id and resumed[-1].event == "end"
         customs = [p.data for p in resumed if p.event == "custom"]
@@ -273,8 +281,8 @@ async def test_a_high_risk_tool_call_is_an_interrupt_approved_or_rejected_with_a
         [waiting] = second["__interrupt__"]
         assert waiting["value"]["args"] == {"path": "/"} and waiting["id"] != interrupt["id"]
         assert (await client.threads.get(thread))["status"] == "interrupted"
-        answered = await client.runs.wait(thread, "chat-react",
-                                          command={"resume": {"decision": "reject", "comment": "not the root"}})
+        answered = await client.runs.wait(thread, "chat-react", command={"resume": {"decisions": [
+            {"type": "reject", "message": "not the root"}]}})
         assert answered["messages"][-1]["content"] == "I left / alone."
         assert tools.calls["wipe"] == [{"path": "/tmp/old"}]  # the refused call never ran
         refused = tool_messages(srv.requests()[3])["c2"]

@@ -26,6 +26,7 @@ class Conversation(GatewayModel, table=True):
     # The running summary of the older turns (chat/memory.py) and how many messages it covers.
     summary: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     summarized: int = 0
+    meta: dict[str, Any] = _json(dict)  # what a LangGraph client gave the thread as its metadata
     last_activity_at: datetime = _stamp()
     created_at: datetime = _stamp()
 
@@ -47,6 +48,7 @@ class ChatRun(GatewayModel, table=True):
     # Set when a later message interrupts this run: its cancellation ends it `interrupted`.
     stop_reason: str | None = Field(default=None, max_length=32)
     guardrail_grey: list[str] = _json(list)
+    meta: dict[str, Any] = _json(dict)  # what a LangGraph client gave the run as its metadata
     created_at: datetime = _stamp()
     ended_at: datetime | None = _ts()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
@@ -14,7 +14,15 @@ from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import MAX_OFFSET
-from services.gateway.protocols.langgraph import runs, threads
+from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph import (
+    history,
+    runs,
+    state_update,
+    stateless,
+    thread_search,
+    threads,
+)
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
 from services.gateway.protocols.langgraph.settled import settled
@@ -39,7 +47,8 @@ def _links(thread_id: str, run_id: str, tail: str = "stream") -> dict[str, str]:
 
 
 def _stream(request: Request, db: Database, bus: Bus, started: runs.Started, after: FrameId | None = None,
-            on_end: Callable[[], None] | None = None) -> EventSourceResponse:
+            on_end: Callable[[], None] | None = None,
+            on_drop: Callable[[], None] | None = None) -> EventSourceResponse:
     run = started.run
     if after is None and started.opening_at:  # a resumed run streams on from its approval
         after = (started.opening_at, RESUMED_AFTER)
@@ -51,6 +60,8 @@ def _stream(request: Request, db: Database, bus: Bus, started: runs.Started, aft
             async for chunk in body:
                 yield chunk
         finally:
+            if on_drop is not None and not translator.finished:
+                on_drop()
             if on_end is not None:
                 on_end()
 
@@ -65,6 +76,11 @@ async def _start(request: Request, user: Principal, db: Database, bus: Bus | Non
     return started
 
 
+def _on_drop(db: Database, bus: Bus, user: Principal, body: runs.RunCreate,
+             started: runs.Started) -> Callable[[], None] | None:
+    return runs.cancel_when_dropped(db, bus, user, started.run) if body.on_disconnect == "cancel" else None
+
+
 @router.post("/threads")
 async def create_thread(body: threads.NewThread, request: Request, user: LgUser, db: DatabaseDep,
                         bus: MaybeBusDep) -> JSONResponse:
@@ -74,8 +90,42 @@ async def create_thread(body: threads.NewThread, request: Request, user: LgUser,
 
 
 @router.post("/threads/search")
-async def search_threads(body: threads.ThreadSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(threads.search, user, body))
+async def search_threads(body: thread_search.ThreadSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(thread_search.search, user, body))
+
+
+@router.post("/threads/count")
+async def count_threads(body: thread_search.ThreadFilter, user: LgUser, db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(thread_search.count, user, body))
+
+
+@router.post("/threads/prune")
+async def prune_threads(body: thread_search.Prune, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    pruned = 0
+    for thread_id in dict.fromkeys(body.thread_ids):
+        try:
+            await runs.delete_thread(db, bus, user, thread_id)
+        except ApiProblem as exc:
+            if exc.status != 404:
+                raise
+            continue
+        pruned += 1
+    return _json({"pruned_count": pruned})
+
+
+@router.patch("/threads/{thread_id}")
+async def update_thread(thread_id: str, body: thread_search.ThreadPatch, request: Request, user: LgUser,
+                        db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    await db.run(thread_search.patch, user, thread_id, body)
+    return _json(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
+
+
+@router.post("/threads/{thread_id}/copy")
+async def copy_thread(thread_id: str, request: Request, user: LgUser, db: DatabaseDep,
+                      bus: MaybeBusDep) -> JSONResponse:
+    twin = await db.run(thread_search.copy, user, thread_id)
+    request.state.audit_target = f"thread_id={twin.id}"
+    return _json(await threads.current(db, bus, request.app.state.record_watch, user, twin.id))
 
 
 @router.get("/threads/{thread_id}")
@@ -83,10 +133,53 @@ async def get_thread(thread_id: str, request: Request, user: LgUser, db: Databas
     return _json(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
 
 
+async def _state_at(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
+                    checkpoint: Any) -> JSONResponse:
+    interrupts = await threads.pending(db, bus, request.app.state.record_watch, user, thread_id)
+    return _json(await db.run(history.state_at, user, thread_id, interrupts, history.checkpoint_id_of(checkpoint)))
+
+
 @router.get("/threads/{thread_id}/state")
 async def thread_state(thread_id: str, request: Request, user: LgUser, db: DatabaseDep,
                        bus: MaybeBusDep) -> JSONResponse:
-    return _json(threads.state_view(await threads.current(db, bus, request.app.state.record_watch, user, thread_id)))
+    return await _state_at(request, user, db, bus, thread_id, None)
+
+
+@router.post("/threads/{thread_id}/state")
+async def update_thread_state(thread_id: str, body: state_update.StateUpdate, user: LgUser,
+                              db: DatabaseDep) -> JSONResponse:
+    return _json(await db.run(state_update.update, user, thread_id, body))
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def thread_state_at(thread_id: str, checkpoint_id: str, request: Request, user: LgUser, db: DatabaseDep,
+                          bus: MaybeBusDep) -> JSONResponse:
+    return await _state_at(request, user, db, bus, thread_id, checkpoint_id)
+
+
+@router.post("/threads/{thread_id}/state/checkpoint")
+async def thread_state_of(thread_id: str, body: history.StateQuery, request: Request, user: LgUser,
+                          db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    return await _state_at(request, user, db, bus, thread_id, body.checkpoint)
+
+
+async def _history(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
+                   query: history.HistoryQuery) -> JSONResponse:
+    interrupts = await threads.pending(db, bus, request.app.state.record_watch, user, thread_id)
+    return _json(await db.run(history.states, user, thread_id, interrupts, query))
+
+
+@router.post("/threads/{thread_id}/history")
+async def thread_history(thread_id: str, body: history.HistoryQuery, request: Request, user: LgUser,
+                         db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    return await _history(request, user, db, bus, thread_id, body)
+
+
+@router.get("/threads/{thread_id}/history")
+async def thread_history_get(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: MaybeBusDep,
+                             limit: Annotated[int, Query(ge=1, le=history.MAX_HISTORY)] = 10,
+                             before: Annotated[str | None, Query(max_length=64)] = None) -> JSONResponse:
+    return await _history(request, user, db, bus, thread_id, history.HistoryQuery(limit=limit, before=before))
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
@@ -106,7 +199,8 @@ async def stream_run(thread_id: str, body: runs.RunCreate, request: Request, use
                      bus: BusDep) -> EventSourceResponse:
     new_feed = NewRunFeed(request.app.state.run_feeds)  # the new run's events, live from the first
     try:
-        response = _stream(request, db, bus, await _start(request, user, db, bus, thread_id, body, new_feed))
+        started = await _start(request, user, db, bus, thread_id, body, new_feed)
+        response = _stream(request, db, bus, started, on_drop=_on_drop(db, bus, user, body, started))
         new_feed.handed_over()
         return response
     finally:
@@ -136,6 +230,12 @@ async def get_run(thread_id: str, run_id: str, request: Request, user: LgUser, d
     return _json(await db.run(runs.get, user, thread_id, run_id))
 
 
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+async def delete_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep) -> Response:
+    await db.run(runs.remove_run, user, thread_id, run_id)
+    return Response(status_code=204)
+
+
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep,
                    bus: BusDep) -> JSONResponse:
@@ -153,6 +253,16 @@ async def join_stream(thread_id: str, run_id: str, request: Request, user: LgUse
                    after)
 
 
+@router.get("/threads/{thread_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
+async def join_thread_stream(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
+                             stream_mode: Annotated[list[str] | None, Query()] = None,
+                             last_event_id: LastEventId = None) -> EventSourceResponse:
+    after = parse_id(last_event_id)
+    run_id = await db.run(threads.run_to_join, user, thread_id, [m for m in stream_mode or () if m])
+    return _stream(request, db, bus, await db.run(runs.joined, user, thread_id, run_id, list(runs.JOIN_MODES)),
+                   after)
+
+
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
 async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
                      wait: Annotated[bool, Query()] = False,
@@ -164,6 +274,28 @@ async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser
     return Response(status_code=202)
 
 
+@router.post("/runs")
+async def stateless_run(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
+                        bus: BusDep) -> JSONResponse:
+    run = await stateless.start_background(request.app.state, db, bus, user, body,
+                                           lambda text: check_question(request, text))
+    return _json(run, headers=_links(run["thread_id"], run["run_id"]))
+
+
+@router.post("/runs/batch")
+async def stateless_batch(body: Annotated[list[runs.RunCreate], Body(max_length=stateless.MAX_BATCH)],
+                          request: Request, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
+    return _json([await stateless.start_background(request.app.state, db, bus, user, one,
+                                                   lambda text: check_question(request, text)) for one in body])
+
+
+@router.post("/runs/cancel", status_code=204)
+async def cancel_runs(body: stateless.CancelMany, user: LgUser, db: DatabaseDep, bus: BusDep,
+                      action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt") -> Response:
+    await stateless.cancel_many(db, bus, user, body, action)
+    return Response(status_code=204)
+
+
 @router.post("/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
 async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                            bus: BusDep) -> EventSourceResponse:
@@ -171,7 +303,7 @@ async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser,
     try:
         started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
                                                    lambda text: check_question(request, text), new_feed.open)
-        response = _stream(request, db, bus, started, on_end=done)
+        response = _stream(request, db, bus, started, on_end=done, on_drop=_on_drop(db, bus, user, body, started))
         new_feed.handed_over()
         return response
     finally:

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
@@ -21,6 +20,7 @@ from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import assistants, messages, threads
+from services.gateway.protocols.langgraph.run_request import RunCreate
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, modes_of
 from services.gateway.runs.stream import run_frames
@@ -43,21 +43,6 @@ _APPROVE: Final = ("approve", "approved", "yes", "accept", "continue")
 _REJECT: Final = ("reject", "rejected", "no", "deny", "cancel")
 
 
-class RunCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # webhooks, checkpoints, interrupt_before…: not supported
-
-    assistant_id: str = Field(default=assistants.CHAT_GRAPH, min_length=1, max_length=200)
-    input: dict[str, Any] | None = None
-    command: dict[str, Any] | None = None
-    stream_mode: str | list[str] | None = None
-    config: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
-    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "enqueue"
-    if_not_exists: Literal["create", "reject"] = "reject"
-    on_completion: Literal["delete", "keep"] | None = None
-
-
 @dataclass
 class Started:
     """A run the thread now has (new, or resumed from its approval)."""
@@ -74,7 +59,7 @@ def view(session: Session, run: ChatRun) -> dict[str, Any]:
         status = "timeout" if task is not None and task.status == "timeout" else status
     return {"run_id": run.id, "thread_id": run.conversation_id, "assistant_id": assistants.chat_id(run.mode),
             "created_at": aware(run.created_at), "updated_at": aware(run.ended_at or run.created_at),
-            "status": status, "metadata": {"mode": run.mode, "model": run.model},
+            "status": status, "metadata": {"mode": run.mode, "model": run.model, **(run.meta or {})},
             "multitask_strategy": run.multitask, "kwargs": {}}
 
 
@@ -123,25 +108,47 @@ def _model(body: RunCreate) -> str | None:
 
 
 def decision_of(resume: Any) -> chat_runs.RunApproval:
+    """An approval's answer: `"approve"`/`true`, `"reject"`/`false`, `{decision, comment?}`, or the
+    LangChain v1 human-in-the-loop middleware's `{decisions: [{type: approve|reject, message?}]}`."""
     comment: str | None = None
+    if isinstance(resume, dict) and "decisions" in resume:
+        resume = _one_decision(resume["decisions"])
     if isinstance(resume, dict):
-        comment = resume.get("comment") if isinstance(resume.get("comment"), str) else None
+        said = resume.get("comment", resume.get("message"))
+        comment = said if isinstance(said, str) else None
         resume = resume.get("decision", resume.get("type"))
     if resume is True or (isinstance(resume, str) and resume.lower() in _APPROVE):
         return chat_runs.RunApproval(decision="approve", comment=comment)
     if resume is False or (isinstance(resume, str) and resume.lower() in _REJECT):
         return chat_runs.RunApproval(decision="reject", comment=comment)
     raise ApiProblem(422, "Invalid request", "command.resume answers an approval: \"approve\" | \"reject\" | true | "
-                                             "false | {\"decision\": …, \"comment\"?: …}.")
+                                             "false | {\"decision\": …, \"comment\"?: …} | {\"decisions\": [{\"type\": "
+                                             "\"approve\" | \"reject\", \"message\"?: …}]}.")
+
+
+def _one_decision(decisions: Any) -> dict[str, Any]:
+    if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], dict):
+        raise ApiProblem(422, "Invalid request", "command.resume.decisions: one decision for the one action the "
+                                                 "interrupt asks about.",
+                         errors=[{"code": "invalid", "field": "command.resume.decisions", "message": "one decision"}])
+    decision: dict[str, Any] = decisions[0]
+    if decision.get("type") not in ("approve", "reject"):
+        raise ApiProblem(422, "Invalid request", f"`command.resume.decisions[0].type: {decision.get('type')}` is not "
+                                                 "supported: an Agentix approval is approved or rejected as asked "
+                                                 "(`allowed_decisions`).",
+                         errors=[{"code": "unsupported", "field": "command.resume.decisions[0].type",
+                                  "message": str(decision.get("type"))}])
+    return decision
 
 
 def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunCreate) -> None:
     if session.get(Conversation, thread_id) is not None:
-        threads.load(session, user, thread_id)
+        conversation = threads.load(session, user, thread_id)
     elif body.if_not_exists == "create":
-        threads.create(session, user, threads.NewThread(thread_id=thread_id))
+        conversation, _ = threads.create(session, user, threads.NewThread(thread_id=thread_id))
     else:
         raise threads.not_found(thread_id)
+    threads.mark_run(session, conversation, body.assistant_id, assistants.CHAT_GRAPH)
 
 
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
@@ -182,6 +189,9 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
 
     def opened(session: Session) -> Started:
         run = chat_runs.load_owned(session, user, accepted["run"]["id"])
+        if body.metadata:
+            run.meta = dict(body.metadata)
+            session.add(run)
         return Started(run, _stream_of(session, run, modes))
 
     return await db.run(opened)
@@ -222,6 +232,16 @@ async def cancel(db: Database, bus: Bus, user: Principal, thread_id: str, run_id
     await chat_runs.cancel(db, bus, user, run_id)
 
 
+def remove_run(session: Session, user: Principal, thread_id: str, run_id: str) -> None:
+    """An ended run goes with its turn (its question and answer: the run is the turn's checkpoint)."""
+    run = load(session, user, thread_id, run_id)
+    if run.ended_at is None:
+        raise ApiProblem(409, "Conflict", f"Run {run_id} has not ended: cancel it first.")
+    for message in session.exec(select(ChatMessage).where(ChatMessage.run_id == run.id)):
+        session.delete(message)
+    session.delete(run)
+
+
 def remove_thread(session: Session, user: Principal, thread_id: str) -> tuple[list[str], set[str]]:
     threads.load(session, user, thread_id)
     return conversations.remove(session, user, thread_id)
@@ -255,6 +275,25 @@ async def wait(state: Any, db: Database, bus: Bus, started: Started) -> dict[str
 _cleanups: set[asyncio.Task[None]] = set()  # stateless runs' threads, deleted once their run ends
 
 
+def _spawn(work: Awaitable[None], name: str) -> None:
+    task = asyncio.ensure_future(work)
+    task.set_name(name)
+    _cleanups.add(task)
+    task.add_done_callback(_cleanups.discard)
+
+
+def cancel_when_dropped(db: Database, bus: Bus, user: Principal, run: ChatRun) -> Callable[[], None]:
+    """`on_disconnect: cancel`: what to call when the reader left before the stream's end."""
+
+    async def stop() -> None:
+        try:
+            await chat_runs.cancel(db, bus, user, run.id)
+        except Exception as exc:  # ended meanwhile, or the bus went away
+            log.info("run %s not cancelled on disconnect: %s", run.id, exc)
+
+    return lambda: _spawn(stop(), f"lg-disconnect-{run.id}")
+
+
 async def start_stateless(state: Any, db: Database, bus: Bus, user: Principal, body: RunCreate,
                           guard: Guard, before_queue: BeforeQueue | None = None) -> tuple[Started, Callable[[], None]]:
     """A run on a thread of its own, and what to call once its reader is done: the thread is then
@@ -278,8 +317,6 @@ async def start_stateless(state: Any, db: Database, bus: Bus, user: Principal, b
     def done() -> None:
         if body.on_completion == "keep":
             return
-        task = asyncio.create_task(remove_when_ended(), name=f"lg-stateless-{conversation.id}")
-        _cleanups.add(task)
-        task.add_done_callback(_cleanups.discard)
+        _spawn(remove_when_ended(), f"lg-stateless-{conversation.id}")
 
     return started, done

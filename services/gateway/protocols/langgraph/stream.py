@@ -77,9 +77,15 @@ def interrupt_of(run_id: str, event: ApprovalRequestEvent) -> dict[str, Any]:
     """An approval as a LangGraph interrupt; answer it with a run whose `command.resume` is
     `"approve"`/`true` or `"reject"`/`false` (or `{decision, comment?}`). A high-risk tool call's
     shows the call (`tool`, `call_id`, `args`), so a client can show what it approves; its id
-    names the call, because one agent node may ask again for its next call."""
+    names the call, because one agent node may ask again for its next call. `action_requests`
+    and `review_configs` are the LangChain v1 human-in-the-loop middleware's shape (answered with
+    `{decisions: [{type: approve|reject, message?}]}`), as agent-chat-ui renders it."""
+    action = event.tool if event.call_id is not None and event.tool else event.node_id
     value: dict[str, Any] = {"kind": "approval", "message": event.message, "node_id": event.node_id,
-                             "run_id": run_id}
+                             "run_id": run_id,
+                             "action_requests": [{"name": action, "args": event.args if event.call_id else {},
+                                                  "description": event.message}],
+                             "review_configs": [{"action_name": action, "allowed_decisions": ["approve", "reject"]}]}
     if event.call_id is None:
         return {"value": value, "id": f"{run_id}:{event.node_id}"}
     value.update(tool=event.tool, call_id=event.call_id, args=event.args)

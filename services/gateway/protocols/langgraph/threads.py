@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
@@ -15,7 +15,6 @@ from services.gateway.chat.modes import MODES, Mode
 from services.gateway.chat.queue import going
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
-from services.gateway.pagination import MAX_OFFSET
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import messages
 from services.gateway.protocols.langgraph.settled import settled
@@ -32,21 +31,27 @@ FAILED = ("failed", "budget_exceeded")
 
 
 class NewThread(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # `ttl`, `supersteps`: not supported, ignored
+    model_config = ConfigDict(extra="forbid")
 
     thread_id: str | None = Field(default=None, pattern=THREAD_ID)
     metadata: dict[str, Any] | None = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
+    ttl: Any = None
+    supersteps: Any = None
 
+    @field_validator("ttl")
+    @classmethod
+    def _no_ttl(cls, value: Any) -> Any:
+        if value:
+            raise ValueError("`ttl` is not supported: a thread stays until it is deleted (or pruned)")
+        return None
 
-class ThreadSearch(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    ids: list[str] | None = Field(default=None, max_length=1000)
-    metadata: dict[str, Any] | None = None
-    status: ThreadStatus | None = None
-    limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=MAX_OFFSET)
+    @field_validator("supersteps")
+    @classmethod
+    def _no_supersteps(cls, value: Any) -> Any:
+        if value:
+            raise ValueError("`supersteps` is not supported: a thread's state is made by its runs")
+        return None
 
 
 def not_found(thread_id: str) -> ApiProblem:
@@ -84,8 +89,9 @@ def history(session: Session, conversation_id: str, before_seq: int | None = Non
 
 
 def metadata_of(conversation: Conversation) -> dict[str, Any]:
+    """The conversation's own (title, mode, model, owner), then what the client gave the thread."""
     return {"title": conversation.title, "mode": conversation.mode, "model": conversation.model,
-            "user_id": conversation.user_id}
+            "user_id": conversation.user_id, **(conversation.meta or {})}
 
 
 def view(session: Session, conversation: Conversation,
@@ -103,7 +109,7 @@ def view(session: Session, conversation: Conversation,
 
 def create(session: Session, user: Principal, body: NewThread) -> tuple[Conversation, bool]:
     """The thread (a conversation, with the client's id if it chose one); True when it is new.
-    `metadata.title` and `metadata.mode` set the conversation's; other metadata is not kept."""
+    Its metadata is kept as given; `metadata.title` and `metadata.mode` also set the conversation's."""
     if body.thread_id is not None:
         existing = session.get(Conversation, body.thread_id)
         if existing is not None:
@@ -115,31 +121,20 @@ def create(session: Session, user: Principal, body: NewThread) -> tuple[Conversa
     title = meta.get("title") if isinstance(meta.get("title"), str) and 0 < len(meta["title"]) <= 200 else None
     created = conversations.create(session, user, conversations.NewConversation(title=title, mode=mode),
                                    body.thread_id)
-    session.flush()
     conversation = session.get(Conversation, created["id"])
     assert conversation is not None
+    conversation.meta = dict(meta)
+    session.add(conversation)
+    session.flush()
     return conversation, True
 
 
-def search(session: Session, user: Principal, query: ThreadSearch) -> list[dict[str, Any]]:
-    """Newest activity first. Status and metadata are matched on the views (they are computed)."""
-    rows = select(Conversation).order_by(col(Conversation.last_activity_at).desc(), col(Conversation.id).desc())
-    if not user.is_admin:
-        rows = rows.where(Conversation.user_id == user.id)
-    if query.ids:
-        rows = rows.where(col(Conversation.id).in_(query.ids))
-    filtered = query.status is not None or bool(query.metadata)
-    if not filtered:
-        rows = rows.offset(query.offset).limit(query.limit)
-    found = []
-    for conversation in session.exec(rows):
-        thread = view(session, conversation)
-        if query.status is not None and thread["status"] != query.status:
-            continue
-        if any(thread["metadata"].get(k) != v for k, v in (query.metadata or {}).items()):
-            continue
-        found.append(thread)
-    return found[query.offset:query.offset + query.limit] if filtered else found
+def mark_run(session: Session, conversation: Conversation, assistant_id: str, graph_id: str) -> None:
+    """A run used the thread: its metadata names the assistant and graph, as LangGraph's do."""
+    meta = dict(conversation.meta or {})
+    if meta.get("assistant_id") != assistant_id or meta.get("graph_id") != graph_id:
+        conversation.meta = {**meta, "assistant_id": assistant_id, "graph_id": graph_id}
+        session.add(conversation)
 
 
 async def _interrupts(db: Database, bus: Bus | None, thread_id: str) -> dict[str, list[dict[str, Any]]]:
@@ -150,10 +145,35 @@ async def _interrupts(db: Database, bus: Bus | None, thread_id: str) -> dict[str
     return {run.id: [interrupt_of(run.id, request)]} if isinstance(request, ApprovalRequestEvent) else {}
 
 
+def run_to_join(session: Session, user: Principal, thread_id: str, stream_mode: list[str]) -> str:
+    """`GET /threads/{id}/stream`: the run going (or waiting) now, else the thread's latest."""
+    for mode in stream_mode:
+        if mode != "run_modes":
+            raise ApiProblem(422, "Invalid request", f"`stream_mode: {mode}` is not supported: a thread's stream is "
+                                                     "its run's frames (`run_modes`).",
+                             errors=[{"code": "unsupported", "field": "stream_mode", "message": mode}])
+    load(session, user, thread_id)
+    runs = going(session, thread_id)
+    if runs:
+        return runs[0].id
+    last = session.exec(select(ChatRun.id).where(ChatRun.conversation_id == thread_id)
+                        .order_by(col(ChatRun.seq).desc()).limit(1)).first()
+    if last is None:
+        raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no run to join.")
+    return last
+
+
 def _active_run(session: Session, user: Principal, thread_id: str) -> str | None:
     load(session, user, thread_id)
     runs = going(session, thread_id)
     return runs[0].id if runs else None
+
+
+async def pending(db: Database, bus: Bus | None, watch: RecordWatch | None, user: Principal,
+                  thread_id: str) -> list[dict[str, Any]]:
+    """The interrupts the thread waits on, once the records agree with its runs' streams."""
+    await settled(db, bus, watch, await db.run(_active_run, user, thread_id))
+    return [i for found in (await _interrupts(db, bus, thread_id)).values() for i in found]
 
 
 async def current(db: Database, bus: Bus | None, watch: RecordWatch | None, user: Principal,
@@ -163,15 +183,3 @@ async def current(db: Database, bus: Bus | None, watch: RecordWatch | None, user
     interrupts = await _interrupts(db, bus, thread_id)
     return await db.run(lambda s: view(s, load(s, user, thread_id), interrupts))
 
-
-def state_view(thread: dict[str, Any]) -> dict[str, Any]:
-    """A thread as LangGraph's thread state (no checkpoints: the messages are the state)."""
-    waiting = [i for found in thread["interrupts"].values() for i in found]
-    return {
-        "values": thread["values"], "next": [i["value"]["node_id"] for i in waiting], "metadata": thread["metadata"],
-        "checkpoint": {"thread_id": thread["thread_id"], "checkpoint_ns": "", "checkpoint_id": None,
-                       "checkpoint_map": None},
-        "parent_checkpoint": None, "created_at": thread["updated_at"], "interrupts": waiting,
-        "tasks": [{"id": i["id"], "name": i["value"]["node_id"], "error": None, "interrupts": [i], "checkpoint": None,
-                   "state": None, "result": None} for i in waiting],
-    }

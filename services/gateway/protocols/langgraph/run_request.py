@@ -1,0 +1,143 @@
+"""A LangGraph run's request body: every field `langgraph-sdk` (Python and JS) sends, each one
+supported or refused with a 422 that names it (docs/API.md, "LangGraph"). A field no client
+sends is refused too (`extra="forbid"`): nothing is silently ignored.
+
+Accepted with nothing to do: `stream_resumable` (every `/lg` stream can be rejoined),
+`durability`/`checkpoint_during` (every step of a run is stored as it happens, which meets
+`sync`), `stream_subgraphs` (the chat agent has no subgraphs: the frames are the same),
+`strict_resume` (a resume is always checked against the approval the thread waits for)."""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from services.gateway.protocols.langgraph import assistants
+
+STREAM_MODES: Final = frozenset({"values", "updates", "messages-tuple", "custom"})
+# Modes the SDK accepts that Agentix does not produce (yet), and why.
+REFUSED_MODES: Final = {
+    "messages": "the older partial-message form is not produced: ask for `messages-tuple`",
+    "events": "`astream_events` shapes are not produced: ask for `messages-tuple` and `updates`",
+    "debug": "debug frames are not produced: ask for `updates` and `custom`",
+    "tasks": "task frames are not produced: ask for `updates`",
+    "checkpoints": "checkpoint frames are not produced: read `GET /threads/{id}/history`",
+    "tools": "tool frames are not produced: tool calls and results come as `custom`",
+    "lifecycle": "the chat agent has no subgraphs to report",
+}
+CONFIGURABLE: Final = frozenset({"model", "thread_id", "assistant_id", "graph_id", "user_id"})
+CONTEXT: Final = frozenset({"model"})
+
+
+def _refused(field: str, why: str) -> ValueError:
+    return ValueError(f"`{field}` is not supported: {why}")
+
+
+def check_modes(stream_mode: str | list[str] | None) -> str | list[str] | None:
+    asked = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ())
+    for mode in asked:
+        if mode in REFUSED_MODES:
+            raise _refused(f"stream_mode: {mode}", REFUSED_MODES[mode])
+        if mode and mode not in STREAM_MODES:
+            raise ValueError(f"`stream_mode: {mode}` is not a LangGraph stream mode")
+    return stream_mode
+
+
+class RunCreate(BaseModel):
+    """`POST /threads/{id}/runs[/stream|/wait]`, `POST /runs[/stream|/wait|/batch]`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    assistant_id: str = Field(default=assistants.CHAT_GRAPH, min_length=1, max_length=200)
+    input: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None
+    stream_mode: str | list[str] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "enqueue"
+    if_not_exists: Literal["create", "reject"] = "reject"
+    on_completion: Literal["delete", "keep"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    stream_subgraphs: bool = False
+    stream_resumable: bool = False
+    durability: Literal["sync", "async", "exit"] | None = None
+    checkpoint_during: bool | None = None
+    strict_resume: bool = False
+    # Refused when given (a value that asks for nothing passes): see the validators.
+    interrupt_before: Any = None
+    interrupt_after: Any = None
+    webhook: Any = None
+    feedback_keys: Any = None
+    checkpoint: Any = None
+    checkpoint_id: Any = None
+    after_seconds: Any = None
+    langsmith_tracer: Any = None
+
+    @field_validator("stream_mode")
+    @classmethod
+    def _modes(cls, value: str | list[str] | None) -> str | list[str] | None:
+        return check_modes(value)
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key, item in (value or {}).items():
+            if key != "resume" and item is not None:
+                raise _refused(f"command.{key}", "a command answers the approval the thread waits for (`resume`)")
+        return value
+
+    @field_validator("interrupt_before", "interrupt_after")
+    @classmethod
+    def _no_pauses(cls, value: Any, info: Any) -> Any:
+        if value:
+            raise _refused(info.field_name, "the chat agent pauses only at its approvals (plan, high-risk tools)")
+        return None
+
+    @field_validator("webhook")
+    @classmethod
+    def _no_webhook(cls, value: Any) -> Any:
+        if value:
+            raise _refused("webhook", "outbound run callbacks are not sent from `/lg` yet")
+        return None
+
+    @field_validator("feedback_keys", "langsmith_tracer")
+    @classmethod
+    def _no_langsmith(cls, value: Any, info: Any) -> Any:
+        if value:
+            raise _refused(info.field_name, "Agentix does not report to LangSmith")
+        return None
+
+    @field_validator("checkpoint", "checkpoint_id")
+    @classmethod
+    def _no_checkpoint(cls, value: Any, info: Any) -> Any:
+        if value:
+            raise _refused(info.field_name, "a run goes on from the thread's latest state")
+        return None
+
+    @field_validator("after_seconds")
+    @classmethod
+    def _no_delay(cls, value: Any) -> Any:
+        if value:
+            raise _refused("after_seconds", "runs start when posted (delayed runs are schedules: /api/v1)")
+        return None
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key, item in (value or {}).items():
+            if key != "configurable" and item not in (None, {}, []):
+                raise _refused(f"config.{key}", "only `config.configurable` is read")
+        for key in ((value or {}).get("configurable") or {}):
+            if key not in CONFIGURABLE:
+                raise _refused(f"config.configurable.{key}", f"the keys read are {sorted(CONFIGURABLE)}")
+        return value
+
+    @field_validator("context")
+    @classmethod
+    def _context(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        for key in value or {}:
+            if key not in CONTEXT:
+                raise _refused(f"context.{key}", f"the keys read are {sorted(CONTEXT)}")
+        return value

@@ -1,0 +1,82 @@
+"""`POST /threads/{id}/state` (update_state): messages added to the thread as a turn of their own,
+a new checkpoint (a run that ran nothing, ended at once, `metadata.source: "update"`), which the
+next run's model reads as the conversation so far. Only on the latest checkpoint; a message
+whose id the thread has (an edit) is a 422: the turns before are kept as they were said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session, col, select
+
+from services.gateway.access.principal import Principal
+from services.gateway.chat import messages as chat_messages
+from services.gateway.chat.queue import going
+from services.gateway.chat.tables import ChatMessage, ChatRun
+from services.gateway.ids import new_id
+from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph import history, messages, threads
+from services.gateway.tables import now
+
+
+class StateUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    values: dict[str, Any] | list[Any] | None = None
+    as_node: str | None = Field(default=None, max_length=200)
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = Field(default=None, max_length=64)
+
+
+def _refused(field: str, why: str) -> ApiProblem:
+    return ApiProblem(422, "Invalid request", f"`{field}` is not supported: {why}",
+                      errors=[{"code": "unsupported", "field": field, "message": why}])
+
+
+def _said(values: Any) -> list[tuple[str, str, str | None]]:
+    if not isinstance(values, dict) or set(values) - {"messages"}:
+        raise _refused("values", "a thread's state is `{messages}`: add messages")
+    said = values.get("messages") or []
+    said = [said] if isinstance(said, dict) else said
+    out = []
+    for message in said:
+        if not isinstance(message, dict):
+            raise _refused("values.messages", "each message is `{role|type, content, id?}`")
+        kind = message.get("type", message.get("role"))
+        role = "user" if kind in ("human", "user") else "assistant" if kind in ("ai", "assistant") else None
+        if role is None:
+            raise _refused("values.messages", f"a {kind!r} message (human and ai messages are kept)")
+        out.append((role, messages.text_of(message.get("content")), message.get("id")))
+    if not out:
+        raise _refused("values", "nothing to add")
+    return out
+
+
+def update(session: Session, user: Principal, thread_id: str, body: StateUpdate) -> dict[str, Any]:
+    conversation = threads.load(session, user, thread_id)
+    said = _said(body.values)
+    if going(session, thread_id):
+        raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: update its state once it has ended.")
+    last = session.exec(select(ChatRun).where(ChatRun.conversation_id == thread_id)
+                        .order_by(col(ChatRun.seq).desc()).limit(1)).first()
+    asked = history.checkpoint_id_of(body.checkpoint) or body.checkpoint_id
+    if asked is not None and (last is None or asked != last.id):
+        raise _refused("checkpoint", "only the thread's latest checkpoint is updated (no forks)")
+    ids = [i for _, _, i in said if i]
+    if ids and session.exec(select(ChatMessage.id).where(col(ChatMessage.id).in_(ids))).first() is not None:
+        raise _refused("values.messages", "editing a message the thread has (turns are kept as said)")
+    seq = (last.seq if last is not None else 0) + 1
+    run = ChatRun(id=new_id("t"), conversation_id=thread_id, seq=seq, mode=conversation.mode, state="succeeded",
+                  ended_at=now(), meta={"source": "update", "as_node": body.as_node} if body.as_node
+                  else {"source": "update"})
+    session.add(run)
+    for role, text, message_id in said:
+        message = chat_messages.add(session, thread_id, run.id, seq, role, text)
+        if message_id and len(message_id) <= 64:
+            message.id = message_id
+    conversation.last_activity_at = now()
+    session.add(conversation)
+    session.flush()
+    return {"checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": run.id,
+                           "checkpoint_map": None}}

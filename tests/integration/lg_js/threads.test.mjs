@@ -1,0 +1,37 @@
+// The /lg threads API driven by the real @langchain/langgraph-sdk (run by
+// tests/integration/test_langgraph_js.py, which starts the gateway and sets LG_URL and LG_KEY).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Client } from "@langchain/langgraph-sdk";
+
+const client = new Client({ apiUrl: process.env.LG_URL, apiKey: process.env.LG_KEY });
+const ask = (text) => ({ messages: [{ role: "user", content: text }] });
+
+test("metadata search, history paging and a checkpoint's state", async () => {
+  const thread = await client.threads.create({ metadata: { owner: "js", topic: "geo" } });
+  await client.threads.create({ metadata: { owner: "someone else" } });
+  const found = await client.threads.search({ metadata: { owner: "js" } });
+  assert.deepEqual(found.map((t) => t.thread_id), [thread.thread_id]);
+
+  const runIds = [];
+  for (const question of ["First?", "Second?"]) {
+    const run = await client.runs.create(thread.thread_id, "chat-direct", { input: ask(question) });
+    await client.runs.join(thread.thread_id, run.run_id);
+    runIds.push(run.run_id);
+  }
+  const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
+  assert.deepEqual(history.map((s) => s.checkpoint.checkpoint_id), [...runIds].reverse());
+  assert.equal(history[0].parent_checkpoint.checkpoint_id, runIds[0]);
+  assert.deepEqual(history.map((s) => s.values.messages.length), [4, 2]);
+  const older = await client.threads.getHistory(thread.thread_id, { limit: 1, before: history[0].checkpoint });
+  assert.deepEqual(older.map((s) => s.checkpoint.checkpoint_id), [runIds[0]]);
+  const first = await client.threads.getState(thread.thread_id, runIds[0]);
+  assert.deepEqual(first.values.messages.map((m) => m.content), ["First?", "One."]);
+  assert.equal((await client.threads.get(thread.thread_id)).metadata.assistant_id, "chat-direct");
+});
+
+test("a stateless background run", async () => {
+  const run = await client.runs.create(null, "chat-direct", { input: ask("Alone?"), onCompletion: "keep" });
+  const values = await client.runs.join(run.thread_id, run.run_id);
+  assert.equal(values.messages.at(-1).content, "Three.");
+});
