@@ -4,11 +4,14 @@ client holds (a stateless request's memory window, `tool` messages left out).
 
 Sampling parameters (`temperature`, `max_tokens`, …) and other OpenAI fields are accepted and
 ignored: the assistant's graph and the platform's model chain and token budget decide them.
-Client-side `tools` are not offered to the model: the assistant's own server-side tools run."""
+Client-side `tools` are not offered to the model: the assistant's own server-side tools run.
+What Agentix cannot honour at all (`n` > 1, `logprobs`, `top_logprobs`, audio output) is a 400
+naming the parameter.
+
+The tier-1 guardrail reads what the user wrote (`Prompt.strings`): the user's messages, never the
+client's own system/developer instructions, the assistant's turns or tool results."""
 
 from __future__ import annotations
-
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -53,7 +56,11 @@ class ChatCompletionRequest(BaseModel):
     messages: list[Message] = Field(min_length=1, max_length=1000)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: Literal[1] | None = None
+    n: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    audio: dict[str, object] | None = None
+    modalities: list[str] | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -67,8 +74,29 @@ class Prompt(BaseModel):
     history: list[dict[str, str]]
 
     def strings(self) -> list[str]:
-        """What the tier-1 guardrail reads: everything that goes to the model as the user's input."""
-        return [self.text, *(m["content"] for m in self.history)]
+        """What the tier-1 guardrail reads: what the user wrote (the last message and the user's
+        earlier turns). System/developer messages are the client's own instructions (an agent
+        framework's retry prompt may well warn the model about `<system>` tags) and assistant
+        turns are the model's: neither is the user's input."""
+        return [self.text, *(m["content"] for m in self.history if m["role"] == "user")]
+
+
+def _unsupported(param: str, why: str) -> ApiProblem:
+    return ApiProblem(400, "Bad Request", f"`{param}` is not supported: {why}",
+                      errors=[{"code": "unsupported_parameter", "message": why, "field": param}])
+
+
+def refuse_unsupported(body: ChatCompletionRequest) -> None:
+    """A 400 naming the first parameter Agentix cannot honour (never silently ignored)."""
+    if body.n is not None and body.n != 1:
+        raise _unsupported("n", "an assistant run gives one answer; send n=1 or leave it out.")
+    if body.logprobs:
+        raise _unsupported("logprobs", "an assistant's answer comes from a run, not one sampled sequence.")
+    if body.top_logprobs:
+        raise _unsupported("top_logprobs", "an assistant's answer comes from a run, not one sampled sequence.")
+    if body.audio is not None or any(m != "text" for m in body.modalities or []):
+        raise _unsupported("audio" if body.audio is not None else "modalities",
+                           "Agentix answers in text only.")
 
 
 def prompt_of(body: ChatCompletionRequest) -> Prompt:

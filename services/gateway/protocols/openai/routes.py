@@ -13,7 +13,7 @@ from services.gateway.deps import BusDep, DatabaseDep
 from services.gateway.protocols.openai import assistants, start, stream
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
-from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of
+from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of, refuse_unsupported
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.protocols.openai.wire import Head
 from services.gateway.runs.stream import NewRunFeed, sse_response
@@ -41,6 +41,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
                            bus: BusDep, conversation_id: ConversationId = None,
                            conversation: ConversationWish = None) -> JSONResponse | EventSourceResponse:
     wish = start.conversation_wish(conversation_id, conversation)
+    refuse_unsupported(body)
     prompt = prompt_of(body)
     assistant = await db.run(assistants.resolve, user, body.model)
     # A conversation's run reads only the new message: the sent history goes nowhere then.
