@@ -429,3 +429,27 @@ async def test_what_agentix_cannot_honour_is_a_400_naming_it(
     assert refused.value.code == "unsupported_parameter"
     assert param in str(refused.value)
     assert scripted.requests() == []
+
+
+@pytest.mark.parametrize(("param", "extra"), [
+    ("tools", {"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}),
+    ("tool_choice", {"tool_choice": "required"}),
+    ("response_format", {"response_format": {"type": "json_object"}}),
+    ("messages[0].content", {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}),
+])
+async def test_what_the_assistants_do_not_take_yet_is_refused_not_ignored(
+    stack: ChatStack, scripted: oai.OpenAIServer, param: str, extra: dict[str, Any],
+) -> None:
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": "Hello"}], **extra}
+    async with sdk(stack, "not-yet-user") as ai:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await ai.chat.completions.create(model="agentix-react", **body)
+        # `auto`/`none` and a text format ask for nothing Agentix does not do.
+        fine = await ai.chat.completions.create(model="agentix-direct", tool_choice="auto",
+                                                response_format={"type": "text"},
+                                                messages=[{"role": "user", "content": "Hello"}])
+    assert (refused.value.param, refused.value.code) == (param, "unsupported_parameter")
+    assert fine.choices[0].finish_reason == "stop"
+    assert len(scripted.requests()) == 1  # only the accepted request reached the model

@@ -2,11 +2,11 @@
 a run: the user's last message is the run's text, the messages before it are the history the
 client holds (a stateless request's memory window, `tool` messages left out).
 
-Sampling parameters (`temperature`, `max_tokens`, …) and other OpenAI fields are accepted and
-ignored: the assistant's graph and the platform's model chain and token budget decide them.
-Client-side `tools` are not offered to the model: the assistant's own server-side tools run.
-What Agentix cannot honour at all (`n` > 1, `logprobs`, `top_logprobs`, audio output) is a 400
-naming the parameter.
+Sampling parameters (`temperature`, `max_tokens`, …) are accepted and ignored: the assistant's
+graph and the platform's model chain and token budget decide them. What Agentix does not honour is
+a 400 naming the parameter: `n` > 1, `logprobs`, `top_logprobs`, audio output, client-side
+`tools`/`functions` (the assistant's own server-side tools run), a `response_format` other than
+text, and content parts other than text (images, audio, files).
 
 The tier-1 guardrail reads what the user wrote (`Prompt.strings`): the user's messages, never the
 client's own system/developer instructions, the assistant's turns or tool results."""
@@ -61,6 +61,11 @@ class ChatCompletionRequest(BaseModel):
     top_logprobs: int | None = None
     audio: dict[str, object] | None = None
     modalities: list[str] | None = None
+    tools: list[dict[str, object]] | None = None
+    functions: list[dict[str, object]] | None = None
+    tool_choice: str | dict[str, object] | None = None
+    function_call: str | dict[str, object] | None = None
+    response_format: dict[str, object] | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -97,6 +102,23 @@ def refuse_unsupported(body: ChatCompletionRequest) -> None:
     if body.audio is not None or any(m != "text" for m in body.modalities or []):
         raise _unsupported("audio" if body.audio is not None else "modalities",
                            "Agentix answers in text only.")
+    for param in ("tools", "functions"):
+        if getattr(body, param):
+            raise _unsupported(param, "client-side tools are not offered to the model yet; the assistant's own "
+                                      "server-side tools run (model agentix-react).")
+    for param in ("tool_choice", "function_call"):
+        if getattr(body, param) not in (None, "none", "auto"):
+            raise _unsupported(param, "there are no client-side tools to choose from.")
+    if body.response_format is not None and body.response_format.get("type") != "text":
+        raise _unsupported("response_format", "JSON mode and JSON schemas are not passed to the model yet; "
+                                              "ask for JSON in the message, or use a workflow whose agent has "
+                                              "`output: json`.")
+    for index, message in enumerate(body.messages):
+        parts = message.content if isinstance(message.content, list) else []
+        other = next((p.type for p in parts if p.type != "text"), None)
+        if other is not None:
+            raise _unsupported(f"messages[{index}].content", f"`{other}` content parts do not reach the model: "
+                                                             "the assistants take text only.")
 
 
 def prompt_of(body: ChatCompletionRequest) -> Prompt:
