@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
-from services.gateway.protocols.openai import assistants, start, stream
+from services.gateway.protocols.openai import assistants, embeddings, start, stream
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
 from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of, refuse_unsupported
@@ -64,3 +64,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
         return response
     finally:
         new_feed.release()
+
+
+@router.post("/embeddings")
+async def create_embeddings(body: embeddings.EmbeddingRequest, user: Caller, bus: BusDep) -> dict[str, Any]:
+    return await embeddings.embeddings(bus, user, body)
