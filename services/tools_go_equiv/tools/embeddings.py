@@ -11,7 +11,7 @@ from pydantic import Field
 from services.tools_go_equiv import runtime
 from services.tools_go_equiv.kb.embed import EmbedderUnavailable
 from services.tools_go_equiv.registry import READS, registry
-from services.tools_go_equiv.tools.common import UserArgs
+from services.tools_go_equiv.tools.common import UserArgs, user_of
 from shared.bus.tools import ToolContext, ToolFailure
 
 MAX_TEXTS = 2048
@@ -32,6 +32,7 @@ class EmbedArgs(UserArgs):
     annotations=READS,
 )
 async def embed(args: EmbedArgs, ctx: ToolContext) -> dict[str, Any]:
+    user_of(args, ctx)  # never anonymous, as every tool here
     too_long = next((i for i, t in enumerate(args.texts) if len(t) > MAX_TEXT_CHARS), None)
     if too_long is not None:
         raise ToolFailure("bad_arguments", f"texts[{too_long}] is longer than {MAX_TEXT_CHARS} characters")
