@@ -453,3 +453,58 @@ async def test_what_the_assistants_do_not_take_yet_is_refused_not_ignored(
     assert (refused.value.param, refused.value.code) == (param, "unsupported_parameter")
     assert fine.choices[0].finish_reason == "stop"
     assert len(scripted.requests()) == 1  # only the accepted request reached the model
+
+
+async def test_responses_create_and_stream_with_the_sdk(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.reply("Paris is the capital.", usage={"prompt_tokens": 12, "completion_tokens": 4}),
+                     oai.reply(["Par", "is", "."], reasoning=["Thinking ", "briefly."],
+                               usage={"prompt_tokens": 9, "completion_tokens": 3})])
+    async with sdk(stack, "responses-user") as ai:
+        made = await ai.responses.create(model="agentix-direct", instructions="Be brief.", input=[
+            {"role": "user", "content": "Remember: the capital is Paris."},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": [{"type": "input_text", "text": "What is the capital?"}]}])
+        assert made.status == "completed"
+        assert made.output_text == "Paris is the capital."
+        assert made.id.startswith("resp_")
+        assert made.usage is not None and (made.usage.input_tokens, made.usage.output_tokens) == (12, 4)
+        assert sent_messages(scripted)[1:] == [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Remember: the capital is Paris."},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "What is the capital?"}]
+
+        async with ai.responses.stream(model="agentix-direct", input="And the capital again?") as events:
+            seen = [event async for event in events]
+            final = await events.get_final_response()
+    kinds = [e.type for e in seen]
+    assert kinds[:2] == ["response.created", "response.in_progress"]
+    assert [e.sequence_number for e in seen] == list(range(len(seen)))
+    # (pieces may be coalesced on the way: the text is what counts)
+    assert "".join(e.delta for e in seen if e.type == "response.reasoning_summary_text.delta") == "Thinking briefly."
+    assert "".join(e.delta for e in seen if e.type == "response.output_text.delta") == "Paris."
+    text_kinds = [k for k in kinds if not k.startswith("response.reasoning")][2:]
+    deltas = text_kinds.count("response.output_text.delta")
+    assert deltas >= 1
+    assert text_kinds == ["response.output_item.added", "response.content_part.added",
+                          *["response.output_text.delta"] * deltas, "response.output_text.done",
+                          "response.content_part.done", "response.output_item.done", "response.completed"]
+    assert final.output_text == "Paris."
+    assert final.usage is not None and final.usage.output_tokens == 3
+
+
+@pytest.mark.parametrize(("param", "extra"), [
+    ("previous_response_id", {"previous_response_id": "resp_x"}),
+    ("tools", {"tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}),
+    ("background", {"background": True}),
+    ("input[0].type", {"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}),
+])
+async def test_responses_refuse_what_they_do_not_do_yet(
+    stack: ChatStack, scripted: oai.OpenAIServer, param: str, extra: dict[str, Any],
+) -> None:
+    body: dict[str, Any] = {"model": "agentix-direct", "input": "Hello", **extra}
+    async with sdk(stack, "responses-refused") as ai:
+        with pytest.raises(openai.BadRequestError) as refused:
+            await ai.responses.create(**body)
+    assert (refused.value.param, refused.value.code) == (param, "unsupported_parameter")
+    assert scripted.requests() == []

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
-from services.gateway.protocols.openai import assistants, embeddings, start, stream
+from services.gateway.protocols.openai import assistants, embeddings, responses, start, stream
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
 from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of, refuse_unsupported
@@ -69,3 +69,25 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
 @router.post("/embeddings")
 async def create_embeddings(body: embeddings.EmbeddingRequest, user: Caller, bus: BusDep) -> dict[str, Any]:
     return await embeddings.embeddings(bus, user, body)
+
+
+@router.post("/responses", response_model=None)
+async def create_response(body: responses.ResponseRequest, request: Request, user: Caller, db: DatabaseDep,
+                          bus: BusDep) -> JSONResponse | EventSourceResponse:
+    prompt = responses.prompt_of(body)
+    assistant = await db.run(assistants.resolve, user, body.model)
+    grey = await guard(request, prompt.strings())
+    new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
+    try:
+        started = await start.start(db, bus, user, assistant, prompt, None, grey, new_feed.open)
+        request.state.audit_target = f"run_id={started.run_id}"
+        headers = {"X-Agentix-Run-Id": started.run_id}
+        frames = responses.ResponseFrames(Translator.for_mode(started, assistant.mode), body.model, body,
+                                          streamed=body.stream)
+        if not body.stream:
+            return JSONResponse(await responses.whole(request.app.state, bus, frames), headers=headers)
+        response = sse_response(responses.streamed(request.app.state, bus, frames), headers, ping_s=stream.PING_S)
+        new_feed.handed_over()
+        return response
+    finally:
+        new_feed.release()
