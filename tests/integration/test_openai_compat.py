@@ -508,3 +508,21 @@ async def test_responses_refuse_what_they_do_not_do_yet(
             await ai.responses.create(**body)
     assert (refused.value.param, refused.value.code) == (param, "unsupported_parameter")
     assert scripted.requests() == []
+
+
+async def test_a_responses_stream_left_early_cancels_its_run(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.hang("The start of a long answer", seconds=600)])
+    async with sdk(stack, "responses-leaver") as ai:
+        raw = await ai.responses.with_raw_response.create(model="agentix-direct", stream=True, input="Talk at length")
+        events = raw.parse()
+        async for event in events:
+            if event.type == "response.output_text.delta":
+                break  # the answer is under way: leave
+        await events.close()
+    client = await native(stack, "responses-leaver")
+    run_id = raw.headers["X-Agentix-Run-Id"]
+
+    async def cancelled() -> bool:
+        return bool((await client.get(f"/api/v1/tasks/{run_id}")).json()["status"] == "cancelled")
+
+    await eventually(cancelled, attempts=int(WAIT_S / 0.05), every_s=0.05)

@@ -17,12 +17,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.gateway.access.principal import Principal
+from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.errors import error_body
 from services.gateway.protocols.openai.request import Prompt
+from services.gateway.protocols.openai.stream import abandon
 from services.gateway.protocols.openai.translate import Ending, Translator
 from services.gateway.runs.frames import Entry
 from services.gateway.runs.stream import run_frames
+from shared.bus import Bus
 
 log = logging.getLogger("agentix.gateway.openai")
 _BROKE = "The gateway lost the run's event stream; the run may still be going."
@@ -205,8 +209,9 @@ class ResponseFrames:
         return b"".join(out)
 
 
-async def streamed(state: Any, bus: Any, frames: ResponseFrames) -> Any:
-    """The typed events of the run, live from its first (`state`: the app's)."""
+async def streamed(state: Any, db: Database, bus: Bus, user: Principal, frames: ResponseFrames) -> Any:
+    """The typed events of the run, live from its first (`state`: the app's). A run whose client
+    went away before it ended is cancelled, as a streamed chat completion's."""
     run_id = frames.translator.started.run_id
     try:
         async for body in run_frames(state, bus, run_id, frames, live=True):
@@ -216,6 +221,9 @@ async def streamed(state: Any, bus: Any, frames: ResponseFrames) -> Any:
         if frames.translator.ending is None:
             frames.translator.ending = Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
             yield frames.closing()
+    finally:
+        if frames.translator.ending is None:
+            await abandon(db, bus, user, run_id)
 
 
 async def whole(state: Any, bus: Any, frames: ResponseFrames) -> dict[str, Any]:

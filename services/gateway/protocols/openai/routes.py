@@ -86,7 +86,8 @@ async def create_response(body: responses.ResponseRequest, request: Request, use
                                           streamed=body.stream)
         if not body.stream:
             return JSONResponse(await responses.whole(request.app.state, bus, frames), headers=headers)
-        response = sse_response(responses.streamed(request.app.state, bus, frames), headers, ping_s=stream.PING_S)
+        events = responses.streamed(request.app.state, db, bus, user, frames)
+        response = sse_response(events, headers, ping_s=stream.PING_S)
         new_feed.handed_over()
         return response
     finally:
