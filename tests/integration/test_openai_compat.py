@@ -526,3 +526,34 @@ async def test_a_responses_stream_left_early_cancels_its_run(stack: ChatStack, s
         return bool((await client.get(f"/api/v1/tasks/{run_id}")).json()["status"] == "cancelled")
 
     await eventually(cancelled, attempts=int(WAIT_S / 0.05), every_s=0.05)
+
+
+async def test_a_response_is_retrieved_replayed_from_a_sequence_number_and_cancelled(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.reply("Stored answer.")])
+    async with sdk(stack, "responses-reader") as ai:
+        made = await ai.responses.create(model="agentix-direct", input="Say something")
+        again = await ai.responses.retrieve(made.id)
+        assert (again.id, again.status, again.output_text) == (made.id, "completed", "Stored answer.")
+        replay = [e async for e in await ai.responses.retrieve(made.id, stream=True)]
+        assert replay[0].type == "response.created" and replay[-1].type == "response.completed"
+        resumed = [e async for e in await ai.responses.retrieve(made.id, stream=True, starting_after=3)]
+        assert [e.sequence_number for e in resumed] == [e.sequence_number for e in replay][4:]
+        assert [e.type for e in resumed] == [e.type for e in replay][4:]
+        with pytest.raises(openai.NotFoundError):
+            await ai.responses.retrieve("resp_nobody")
+        async with sdk(stack, "someone-else") as other:
+            with pytest.raises(openai.NotFoundError):
+                await other.responses.retrieve(made.id)
+
+        scripted.script([oai.hang("A long", seconds=600)])
+        raw = await ai.responses.with_raw_response.create(model="agentix-direct", stream=True, input="Talk long")
+        long_id = f"resp_{raw.headers['X-Agentix-Run-Id']}"
+        events = raw.parse()
+        async for event in events:
+            if event.type == "response.output_text.delta":
+                break
+        cancelled = await ai.responses.cancel(long_id)
+        assert cancelled.status == "cancelled"
+        await events.close()

@@ -104,6 +104,7 @@ class ResponseFrames:
     model: str
     body: ResponseRequest
     streamed: bool = True
+    starting_after: int = -1  # a resumed stream: the events up to this sequence number are not sent again
     created_at: int = field(default_factory=lambda: int(time.time()))
     _seq: int = 0
     _text_open: bool = False
@@ -128,7 +129,7 @@ class ResponseFrames:
     def _event(self, kind: str, **fields: Any) -> bytes:
         event = {"type": kind, "sequence_number": self._seq, **fields}
         self._seq += 1
-        return _sse(event) if self.streamed else b""
+        return _sse(event) if self.streamed and event["sequence_number"] > self.starting_after else b""
 
     def response(self, status: str, ending: Ending | None = None) -> dict[str, Any]:
         output: list[dict[str, Any]] = []
@@ -209,12 +210,14 @@ class ResponseFrames:
         return b"".join(out)
 
 
-async def streamed(state: Any, db: Database, bus: Bus, user: Principal, frames: ResponseFrames) -> Any:
+async def streamed(state: Any, db: Database, bus: Bus, user: Principal, frames: ResponseFrames,
+                   live: bool = True, owner: bool = True) -> Any:
     """The typed events of the run, live from its first (`state`: the app's). A run whose client
-    went away before it ended is cancelled, as a streamed chat completion's."""
+    went away before it ended is cancelled, as a streamed chat completion's (`owner`: the
+    request that made it; a reader of it again leaves it be)."""
     run_id = frames.translator.started.run_id
     try:
-        async for body in run_frames(state, bus, run_id, frames, live=True):
+        async for body in run_frames(state, bus, run_id, frames, live=live):
             yield body
     except Exception as exc:
         log.warning("following run %s for a Responses stream failed: %s", run_id, exc)
@@ -222,18 +225,18 @@ async def streamed(state: Any, db: Database, bus: Bus, user: Principal, frames: 
             frames.translator.ending = Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
             yield frames.closing()
     finally:
-        if frames.translator.ending is None:
+        if owner and frames.translator.ending is None:
             await abandon(db, bus, user, run_id)
 
 
-async def whole(state: Any, bus: Any, frames: ResponseFrames) -> dict[str, Any]:
+async def whole(state: Any, bus: Any, frames: ResponseFrames, live: bool = True) -> dict[str, Any]:
     """The response object once the run has ended; a run that failed is `status: failed`."""
     try:
-        async for _ in run_frames(state, bus, frames.translator.started.run_id, frames, live=True):
+        async for _ in run_frames(state, bus, frames.translator.started.run_id, frames, live=live):
             pass
     except Exception as exc:
         log.warning("following run %s for a response failed: %s", frames.translator.started.run_id, exc)
     ending = frames.translator.ending or Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
     if ending.error is not None:
-        return frames.response("failed", ending)
+        return frames.response("cancelled" if ending.error["error"]["code"] == "cancelled" else "failed", ending)
     return frames.response("incomplete" if ending.finish_reason == "length" else "completed", ending)

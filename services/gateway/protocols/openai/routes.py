@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
-from services.gateway.protocols.openai import assistants, embeddings, responses, start, stream
+from services.gateway.protocols.openai import assistants, embeddings, responses, start, stored, stream
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
 from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of, refuse_unsupported
@@ -92,3 +92,23 @@ async def create_response(body: responses.ResponseRequest, request: Request, use
         return response
     finally:
         new_feed.release()
+
+
+@router.get("/responses/{response_id}", response_model=None)
+async def get_response(response_id: str, request: Request, user: Caller, db: DatabaseDep, bus: BusDep,
+                       stream_: Annotated[bool, Query(alias="stream")] = False,
+                       starting_after: Annotated[int | None, Query(ge=-1)] = None
+                       ) -> dict[str, Any] | EventSourceResponse:
+    frames, live = await stored.frames_of(db, user, response_id, stream_, starting_after)
+    if not stream_:
+        return await responses.whole(request.app.state, bus, frames, live)
+    events = responses.streamed(request.app.state, db, bus, user, frames, live, owner=False)
+    return sse_response(events, {"X-Agentix-Run-Id": frames.translator.started.run_id}, ping_s=stream.PING_S)
+
+
+@router.post("/responses/{response_id}/cancel")
+async def cancel_response(response_id: str, request: Request, user: Caller, db: DatabaseDep,
+                          bus: BusDep) -> dict[str, Any]:
+    await stored.cancel(db, bus, user, response_id)
+    frames, live = await stored.frames_of(db, user, response_id, False)
+    return await responses.whole(request.app.state, bus, frames, live)
