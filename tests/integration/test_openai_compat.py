@@ -467,6 +467,10 @@ async def test_responses_create_and_stream_with_the_sdk(stack: ChatStack, script
         assert made.status == "completed"
         assert made.output_text == "Paris is the capital."
         assert made.id.startswith("resp_")
+        given = [i async for i in ai.responses.input_items.list(made.id)]  # newest first
+        assert [(i.role, i.content[0].text) for i in given] == [  # type: ignore[union-attr]
+            ("user", "What is the capital?"), ("assistant", "Noted."),
+            ("user", "Remember: the capital is Paris."), ("system", "Be brief.")]
         assert made.usage is not None and (made.usage.input_tokens, made.usage.output_tokens) == (12, 4)
         assert sent_messages(scripted)[1:] == [
             {"role": "system", "content": "Be brief."},
@@ -535,6 +539,8 @@ async def test_a_response_is_retrieved_replayed_from_a_sequence_number_and_cance
     async with sdk(stack, "responses-reader") as ai:
         made = await ai.responses.create(model="agentix-direct", input="Say something")
         again = await ai.responses.retrieve(made.id)
+        given = [i async for i in ai.responses.input_items.list(made.id, order="asc")]
+        assert [(i.type, i.role) for i in given] == [("message", "user")]  # type: ignore[union-attr]
         assert (again.id, again.status, again.output_text) == (made.id, "completed", "Stored answer.")
         replay = [e async for e in await ai.responses.retrieve(made.id, stream=True)]
         assert replay[0].type == "response.created" and replay[-1].type == "response.completed"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
@@ -112,3 +112,9 @@ async def cancel_response(response_id: str, request: Request, user: Caller, db: 
     await stored.cancel(db, bus, user, response_id)
     frames, live = await stored.frames_of(db, user, response_id, False)
     return await responses.whole(request.app.state, bus, frames, live)
+
+
+@router.get("/responses/{response_id}/input_items")
+async def response_input_items(response_id: str, user: Caller, db: DatabaseDep,
+                               order: Annotated[Literal["asc", "desc"], Query()] = "desc") -> dict[str, Any]:
+    return await stored.input_items(db, user, response_id, order)

@@ -5,7 +5,7 @@ event log like every stream of the run feed; another user's is a 404 as an unkno
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from sqlmodel import Session
 
@@ -27,6 +27,30 @@ def _run_id(response_id: str) -> str:
     if not response_id.startswith(PREFIX) or len(response_id) == len(PREFIX):
         raise ApiProblem(404, "Not Found", f"No response `{response_id}`.", type_="not_found")
     return response_id[len(PREFIX):]
+
+
+def _input_of(session: Session, user: Principal, run_id: str) -> dict[str, Any]:
+    try:
+        return dict(load_owned(session, user, run_id).input or {})
+    except ApiProblem as exc:
+        raise ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`.", type_="not_found") from exc
+
+
+async def input_items(db: Database, user: Principal, response_id: str, order: str) -> dict[str, Any]:
+    """The messages the response's run was given (the earlier turns, then the user's), as
+    `input_items` lists them: newest first unless `order=asc`, in one page."""
+    run_id = _run_id(response_id)
+    given = await db.run(_input_of, user, run_id)
+    turns = [t for t in given.get("history") or [] if isinstance(t, dict)]
+    turns.append({"role": "user", "content": str(given.get("text") or "")})
+    items = [{"type": "message", "id": f"msg_{run_id}_{index}", "status": "completed",
+              "role": str(turn.get("role")),
+              "content": [{"type": "input_text", "text": str(turn.get("content") or "")}]}
+             for index, turn in enumerate(turns)]
+    if order != "asc":
+        items.reverse()
+    return {"object": "list", "data": items, "first_id": items[0]["id"], "last_id": items[-1]["id"],
+            "has_more": False}
 
 
 def _owned(session: Session, user: Principal, run_id: str) -> tuple[str, str | None]:
