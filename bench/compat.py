@@ -3,8 +3,8 @@ the native SSE stream (`GET /api/v1/runs/{id}/events`), same gateway and dispatc
 same scripted model (one token per chunk), same run. Target: each facade ≥ 0.8× native.
 Facades: `/lg` with the real langgraph-sdk (messages-tuple), and `/v1/chat/completions` streamed
 on a conversation (`X-Agentix-Conversation-Id`) and stateless (a plain task on the mode's
-graph); the OpenAI stream is read with plain httpx, so the server's path is measured rather than
-a client library's chunk objects.
+graph), and `/v1/responses` streamed (the typed events); the OpenAI streams are read with plain
+httpx, so the server's path is measured rather than a client library's chunk objects.
 
 Each facade is one function `(services, client) -> tokens read`, registered in FACADES; the
 native reader is the baseline every facade is measured against.
@@ -113,8 +113,28 @@ async def openai_stateless(services: Services, client: httpx.AsyncClient) -> int
     return await _openai(services, client, stateless=True)
 
 
+async def openai_responses(services: Services, client: httpx.AsyncClient) -> int:
+    """The same answer as the Responses API's typed events (`POST /v1/responses`, streamed)."""
+    body = {"model": "agentix-direct", "stream": True, "input": "go"}
+    chars = 0
+    async with client.stream("POST", f"{services.url}/v1/responses", json=body, headers=_headers(services)) as stream:
+        if stream.status_code != 200:
+            raise RuntimeError(f"response refused: {stream.status_code} {(await stream.aread())[:300]!r}")
+        async for line in stream.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[len("data: "):])
+            if event["type"] == "response.output_text.delta":
+                chars += len(event["delta"])
+            elif event["type"] in ("response.failed", "error"):
+                raise RuntimeError(f"response failed: {event}")
+            elif event["type"] == "response.completed":
+                return chars // len(TOKEN)
+    raise RuntimeError("the Responses stream ended without response.completed")
+
+
 FACADES: dict[str, Reader] = {"langgraph": langgraph, "openai": openai_conversation,
-                              "openai-nostate": openai_stateless}
+                              "openai-nostate": openai_stateless, "responses": openai_responses}
 
 
 async def rate(read: Reader, services: Services, client: httpx.AsyncClient, tokens: int) -> float:

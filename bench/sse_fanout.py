@@ -10,12 +10,15 @@ by a publisher process of its own, paced like a model's tokens — no dispatcher
              (`GET /lg/threads/{tid}/runs/{rid}/stream`, messages-tuple and values);
   /v1        `--clients` OpenAI clients each streaming a completion of its own
              (`POST /v1/chat/completions`, stream): chat completions have no way to join
-             another request's run, so this is 2,000 runs, one client each.
+             another request's run, so this is 2,000 runs, one client each;
+  /v1/responses `--clients` clients streaming one response again
+             (`GET /v1/responses/{id}?stream=true`, the Responses API's typed events).
 Every client is attached (it has read its run's first frame) before the measured phase; then
 each run gets `--events` tokens at `--rate` per second and its `status`/`done`. Every client
 must receive every frame of its run in order — for the API, ids exactly the run's stream
 sequences (checked against a replay read straight from JetStream); for /lg, the frame ids the
-translator makes of that replay; for /v1, every token in order — else the bench fails.
+translator makes of that replay; for /v1 and /v1/responses, every token in order — else the
+bench fails.
 
 Printed per scenario: deliveries, the gateway process's CPU seconds (/proc) per delivered event
 and that against the baseline's, events per write (HTTP chunks the clients got), the JetStream
@@ -202,6 +205,28 @@ class Publisher:
         await self.proc.wait()
 
 
+async def read_response(port: int, token: str, client: Client, gate: asyncio.Semaphore) -> None:
+    """One client streaming a response again (`GET /v1/responses/{id}?stream=true`): each
+    `response.output_text.delta` is a token; attached once `response.created` has come."""
+    async with gate:
+        reader, writer, _ = await _open(port, (f"GET {client.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                                                f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+                                                ).encode())  # fmt: skip
+    try:
+        async for block in _blocks(reader, client):
+            data = next((line[6:] for line in block.split(b"\n") if line.startswith(b"data: ")), None)
+            if data is None:
+                continue
+            event = json.loads(data)
+            if event["type"] == "response.output_text.delta":
+                client.ids.append(event["delta"])
+            elif event["type"] in ("response.completed", "response.failed", "response.incomplete"):
+                client.done = True
+            client.attached.set()
+    finally:
+        writer.close()
+
+
 async def started(bus: Bus, runs: list[str]) -> None:
     for run_id in runs:  # the first event: a client that has it is attached
         pub = EventPublisher(bus, run_id)
@@ -270,6 +295,10 @@ async def scenario(name: str, settings: Settings, gw: GatewayProcess, pid: int, 
         path = f"/lg/threads/{thread}/runs/{run_id}/stream?" + "&".join(f"stream_mode={m}" for m in LG_MODES)
         watchers = [Client(run_id, path) for _ in range(clients)]
         readers = [asyncio.create_task(watch(gw.port, token, c, gate)) for c in watchers]
+    elif protocol == "responses":
+        task_id = (await new_tasks(http, bus, 1))[0]
+        watchers = [Client(task_id, f"/v1/responses/resp_{task_id}?stream=true") for _ in range(clients)]
+        readers = [asyncio.create_task(read_response(gw.port, token, c, gate)) for c in watchers]
     elif protocol == "v1":
         watchers = [Client("", "/v1") for _ in range(clients)]
         readers = [asyncio.create_task(complete(gw.port, token, c, gate)) for c in watchers]
@@ -340,7 +369,8 @@ async def main(args: argparse.Namespace) -> None:
                     (f"{args.clients:,} clients on 1 task", 1, args.clients, "api"),
                     (f"{args.spread:,} clients on {args.tasks} tasks", args.tasks, args.spread, "api"),
                     (f"/lg: {args.clients:,} clients on 1 run", 1, args.clients, "lg"),
-                    (f"/v1: {args.clients:,} completions", args.clients, args.clients, "v1")]
+                    (f"/v1: {args.clients:,} completions", args.clients, args.clients, "v1"),
+                    (f"/v1/responses: {args.clients:,} on 1", 1, args.clients, "responses")]
             # Warm-up (first requests, first events parsed): not measured.
             await scenario("warm-up", settings, gw, pid, http, bus, token, 2, 20, args.events, args.rate)
             results = []
@@ -377,5 +407,6 @@ if __name__ == "__main__":
     parser.add_argument("--events", type=int, default=200, help="tokens per task")
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second per task")
     parser.add_argument("--baseline-tasks", type=int, default=20, help="tasks of the one-client-each baseline")
-    parser.add_argument("--only", nargs="*", choices=["api", "lg", "v1"], help="these protocols' scenarios only")
+    parser.add_argument("--only", nargs="*", choices=["api", "lg", "v1", "responses"],
+                        help="these protocols' scenarios only")
     asyncio.run(main(parser.parse_args()))

@@ -7,7 +7,7 @@ import pytest
 
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.errors import error_body, from_problem
-from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of
+from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of, refuse_unsupported
 from services.gateway.protocols.openai.start import Started, conversation_wish
 from services.gateway.protocols.openai.translate import Translator, answer_of
 from services.gateway.protocols.openai.wire import Head
@@ -90,7 +90,10 @@ def test_the_prompt_is_the_last_user_message_and_the_history_before_it() -> None
     prompt = prompt_of(body)
     assert prompt.text == "Two parts"
     assert prompt.history == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "One"}]
-    assert prompt.strings() == ["Two parts", "Be brief.", "One"]
+    assert prompt.strings() == ["Two parts", "One"]  # what the user wrote: not the client's instructions
+    with pytest.raises(ApiProblem) as refused:  # the image part would not reach the model
+        refuse_unsupported(body)
+    assert refused.value.errors is not None and refused.value.errors[0]["field"] == "messages[4].content"
     with pytest.raises(ApiProblem):
         prompt_of(ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": " "}]}))
 

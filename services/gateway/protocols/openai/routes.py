@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
-from services.gateway.protocols.openai import assistants, start, stream
+from services.gateway.protocols.openai import assistants, embeddings, responses, start, stored, stream
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
-from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of
+from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of, refuse_unsupported
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.protocols.openai.wire import Head
 from services.gateway.runs.stream import NewRunFeed, sse_response
@@ -41,6 +41,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
                            bus: BusDep, conversation_id: ConversationId = None,
                            conversation: ConversationWish = None) -> JSONResponse | EventSourceResponse:
     wish = start.conversation_wish(conversation_id, conversation)
+    refuse_unsupported(body)
     prompt = prompt_of(body)
     assistant = await db.run(assistants.resolve, user, body.model)
     # A conversation's run reads only the new message: the sent history goes nowhere then.
@@ -63,3 +64,57 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
         return response
     finally:
         new_feed.release()
+
+
+@router.post("/embeddings")
+async def create_embeddings(body: embeddings.EmbeddingRequest, user: Caller, bus: BusDep) -> dict[str, Any]:
+    return await embeddings.embeddings(bus, user, body)
+
+
+@router.post("/responses", response_model=None)
+async def create_response(body: responses.ResponseRequest, request: Request, user: Caller, db: DatabaseDep,
+                          bus: BusDep) -> JSONResponse | EventSourceResponse:
+    prompt = responses.prompt_of(body)
+    assistant = await db.run(assistants.resolve, user, body.model)
+    grey = await guard(request, prompt.strings())
+    new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
+    try:
+        started = await start.start(db, bus, user, assistant, prompt, None, grey, new_feed.open)
+        request.state.audit_target = f"run_id={started.run_id}"
+        headers = {"X-Agentix-Run-Id": started.run_id}
+        frames = responses.ResponseFrames(Translator.for_mode(started, assistant.mode), body.model, body,
+                                          streamed=body.stream)
+        if not body.stream:
+            return JSONResponse(await responses.whole(request.app.state, bus, frames), headers=headers)
+        events = responses.streamed(request.app.state, db, bus, user, frames)
+        response = sse_response(events, headers, ping_s=stream.PING_S)
+        new_feed.handed_over()
+        return response
+    finally:
+        new_feed.release()
+
+
+@router.get("/responses/{response_id}", response_model=None)
+async def get_response(response_id: str, request: Request, user: Caller, db: DatabaseDep, bus: BusDep,
+                       stream_: Annotated[bool, Query(alias="stream")] = False,
+                       starting_after: Annotated[int | None, Query(ge=-1)] = None
+                       ) -> dict[str, Any] | EventSourceResponse:
+    frames, live = await stored.frames_of(db, user, response_id, stream_, starting_after)
+    if not stream_:
+        return await responses.whole(request.app.state, bus, frames, live)
+    events = responses.streamed(request.app.state, db, bus, user, frames, live, owner=False)
+    return sse_response(events, {"X-Agentix-Run-Id": frames.translator.started.run_id}, ping_s=stream.PING_S)
+
+
+@router.post("/responses/{response_id}/cancel")
+async def cancel_response(response_id: str, request: Request, user: Caller, db: DatabaseDep,
+                          bus: BusDep) -> dict[str, Any]:
+    await stored.cancel(db, bus, user, response_id)
+    frames, live = await stored.frames_of(db, user, response_id, False)
+    return await responses.whole(request.app.state, bus, frames, live)
+
+
+@router.get("/responses/{response_id}/input_items")
+async def response_input_items(response_id: str, user: Caller, db: DatabaseDep,
+                               order: Annotated[Literal["asc", "desc"], Query()] = "desc") -> dict[str, Any]:
+    return await stored.input_items(db, user, response_id, order)

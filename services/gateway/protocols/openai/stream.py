@@ -76,7 +76,8 @@ class CompletionFrames:
         return b"".join(out) + DONE
 
 
-async def _abandon(db: Database, bus: Bus, user: Principal, run_id: str) -> None:
+async def abandon(db: Database, bus: Bus, user: Principal, run_id: str) -> None:
+    """Cancel a stateless run nobody can read any more (its streaming client went away)."""
     with anyio.CancelScope(shield=True), contextlib.suppress(ApiProblem):  # 409: it ended meanwhile
         try:
             await tasks.cancel(db, bus, user, run_id)
@@ -100,7 +101,7 @@ async def event_stream(state: Any, db: Database, bus: Bus, user: Principal, head
             yield frames.closing()
     finally:
         if translator.ending is None and translator.started.conversation_id is None:
-            await _abandon(db, bus, user, run_id)
+            await abandon(db, bus, user, run_id)
 
 
 async def whole(state: Any, bus: Bus, head: Head, translator: Translator) -> dict[str, Any]:

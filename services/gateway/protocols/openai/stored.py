@@ -1,0 +1,80 @@
+"""A response after `POST /v1/responses`: `GET /v1/responses/{id}` (the response object, or with
+`stream=true` its typed events again from the first, or after `starting_after`) and
+`POST /v1/responses/{id}/cancel`. A response is its run (`resp_<run id>`), read from the run's
+event log like every stream of the run feed; another user's is a 404 as an unknown one."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sqlmodel import Session
+
+from services.gateway.access.principal import Principal
+from services.gateway.db import Database
+from services.gateway.problems import ApiProblem
+from services.gateway.protocols.openai.responses import ResponseFrames, ResponseRequest
+from services.gateway.protocols.openai.start import Started
+from services.gateway.protocols.openai.translate import Translator
+from services.gateway.runs import submit as tasks
+from services.gateway.runs.views import load_owned
+from shared.bus import Bus
+from shared.contract.task import TERMINAL
+
+PREFIX: Final = "resp_"
+
+
+def _run_id(response_id: str) -> str:
+    if not response_id.startswith(PREFIX) or len(response_id) == len(PREFIX):
+        raise ApiProblem(404, "Not Found", f"No response `{response_id}`.", type_="not_found")
+    return response_id[len(PREFIX):]
+
+
+def _input_of(session: Session, user: Principal, run_id: str) -> dict[str, Any]:
+    try:
+        return dict(load_owned(session, user, run_id).input or {})
+    except ApiProblem as exc:
+        raise ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`.", type_="not_found") from exc
+
+
+async def input_items(db: Database, user: Principal, response_id: str, order: str) -> dict[str, Any]:
+    """The messages the response's run was given (the earlier turns, then the user's), as
+    `input_items` lists them: newest first unless `order=asc`, in one page."""
+    run_id = _run_id(response_id)
+    given = await db.run(_input_of, user, run_id)
+    turns = [t for t in given.get("history") or [] if isinstance(t, dict)]
+    turns.append({"role": "user", "content": str(given.get("text") or "")})
+    items = [{"type": "message", "id": f"msg_{run_id}_{index}", "status": "completed",
+              "role": str(turn.get("role")),
+              "content": [{"type": "input_text", "text": str(turn.get("content") or "")}]}
+             for index, turn in enumerate(turns)]
+    if order != "asc":
+        items.reverse()
+    return {"object": "list", "data": items, "first_id": items[0]["id"], "last_id": items[-1]["id"],
+            "has_more": False}
+
+
+def _owned(session: Session, user: Principal, run_id: str) -> tuple[str, str | None]:
+    try:
+        task = load_owned(session, user, run_id)
+    except ApiProblem as exc:
+        raise ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`.", type_="not_found") from exc
+    return task.status, task.workflow_id
+
+
+async def frames_of(db: Database, user: Principal, response_id: str, streamed: bool,
+                    starting_after: int | None = None) -> tuple[ResponseFrames, bool]:
+    """The response's translator, and whether its run is still going (read live)."""
+    run_id = _run_id(response_id)
+    status, workflow_id = await db.run(_owned, user, run_id)
+    body = ResponseRequest(model=workflow_id or "agentix", input="")
+    frames = ResponseFrames(Translator.for_mode(Started(run_id=run_id, conversation_id=None), None),
+                            body.model, body, streamed=streamed,
+                            starting_after=-1 if starting_after is None else starting_after)
+    return frames, status not in TERMINAL
+
+
+async def cancel(db: Database, bus: Bus, user: Principal, response_id: str) -> None:
+    """Cancel the response's run (409 when it has ended)."""
+    run_id = _run_id(response_id)
+    await db.run(_owned, user, run_id)
+    await tasks.cancel(db, bus, user, run_id)
