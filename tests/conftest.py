@@ -66,7 +66,7 @@ async def bus(settings: Settings) -> AsyncIterator[Bus]:
 async def drop_deployment(bus: Bus) -> None:
     """Delete the test's streams and buckets so a long run does not fill the JetStream store."""
     names = bus.names
-    streams = [names.tasks_stream, names.events_stream, names.ingest_stream, names.dead_stream,
+    streams = [names.tasks_stream, names.events_stream, names.ingest_stream, names.dead_stream, names.schedules_stream,
                f"KV_{names.control_bucket}", f"KV_{names.checkpoints_bucket}",
                f"OBJ_{names.reports_bucket}", f"OBJ_{names.uploads_bucket}"]
     for stream in streams:

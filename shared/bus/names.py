@@ -92,6 +92,18 @@ class Subjects:
     def kb_changed(self, kb: str) -> str:
         return f"{self.prefix}.kb.changed.{kb}"
 
+    def schedule(self, schedule_id: str) -> str:
+        """Where a schedule's definition lives (the last message holds it: `Nats-Schedule`)."""
+        return f"{self.prefix}.schedules.def.{schedule_id}"
+
+    def schedule_fire(self, schedule_id: str) -> str:
+        """Where the server puts each fire of a schedule (`Nats-Schedule-Target`)."""
+        return f"{self.prefix}.schedules.fire.{schedule_id}"
+
+    @property
+    def schedule_fires_all(self) -> str:
+        return f"{self.prefix}.schedules.fire.*"
+
 
 @dataclass(frozen=True)
 class Names:
@@ -113,6 +125,11 @@ class Names:
         return f"{self.stream_prefix}_INGEST"
 
     @property
+    def schedules_stream(self) -> str:
+        """Schedules (held by the server, which fires them) and their fires."""
+        return f"{self.stream_prefix}_SCHEDULES"
+
+    @property
     def dead_stream(self) -> str:
         """The work queues' MAX_DELIVERIES advisories, kept until a live service records them."""
         return f"{self.stream_prefix}_DEAD"
@@ -121,6 +138,7 @@ class Names:
     recorder_consumer: str = "recorder"
     chat_consumer: str = "chat"
     ingest_consumer: str = "ingest"
+    triggers_consumer: str = "triggers"
 
     @staticmethod
     def dead_consumer(consumer: str) -> str:

@@ -40,6 +40,7 @@ from shared.settings import CommonSettings
 log = logging.getLogger("agentix.bus.streams")
 
 CHECKPOINT_TTL_S = 30 * 24 * 3600
+SCHEDULE_DEDUPE_WINDOW_S = 120.0
 DEAD_LETTER_MAX_AGE_S = 7 * 24 * 3600
 EVENTS_DEDUPE_WINDOW_S = 2 * RETRY_FOR_S
 # How long one JetStream API request of a declaration waits for its answer: 0.5 s at the first
@@ -262,6 +263,7 @@ async def declare_all(nc: Client, settings: CommonSettings, on_wait: Waiting | N
         target, n.ingest_stream, [s.ingest_jobs], n.ingest_consumer,
         cfg.ingest_ack_wait_s, cfg.ingest_max_deliver, cfg.ingest_max_ack_pending,
     )
+    await _schedules(target)
     await _dead_letters(target, [(n.tasks_stream, n.dispatcher_consumer), (n.ingest_stream, n.ingest_consumer)])
 
     await _ensure_kv(target, KeyValueConfig(bucket=n.control_bucket, history=5, replicas=replicas))
@@ -270,6 +272,40 @@ async def declare_all(nc: Client, settings: CommonSettings, on_wait: Waiting | N
     )
     for bucket in (n.reports_bucket, n.uploads_bucket):
         await _ensure_object_store(target, bucket, replicas)
+
+
+async def _schedules(target: _Target) -> None:
+    """The schedules stream: each schedule is the last message on `P.schedules.def.<id>` with a
+    `Nats-Schedule` header, and the server (its stream leader, replicated) publishes each fire on
+    `P.schedules.fire.<id>`, where the gateways' one durable consumer takes it. Fires carry a
+    per-message TTL (`Nats-Schedule-TTL`), so the stream keeps the definitions and a bounded tail."""
+    s, n = target.subjects, target.names
+    await _ensure_stream(
+        target,
+        StreamConfig(
+            name=n.schedules_stream,
+            subjects=[f"{s.prefix}.schedules.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=target.settings.js_replicas,
+            duplicate_window=SCHEDULE_DEDUPE_WINDOW_S,
+            allow_msg_schedules=True,
+            allow_msg_ttl=True,
+        ),
+    )
+    await _ensure_consumer(
+        target,
+        n.schedules_stream,
+        ConsumerConfig(
+            durable_name=n.triggers_consumer,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.ALL,
+            filter_subject=s.schedule_fires_all,
+            ack_wait=30.0,
+            max_deliver=-1,
+            max_ack_pending=1000,
+        ),
+    )
 
 
 async def _ensure_kv(target: _Target, config: KeyValueConfig) -> None:

@@ -1,0 +1,1 @@
+"""Runs that start themselves: schedules held and fired by JetStream message schedules."""
