@@ -2,7 +2,7 @@
 that acted
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-05
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0008"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

@@ -3,7 +3,7 @@ server is started with (command, args, network, readable paths, memory limit); w
 server's sampling requests are answered
 
 Revision ID: 0012
-Revises: 0008
+Revises: 0010
 Create Date: 2026-12-05
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0008"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

@@ -2,7 +2,7 @@
 /lg/assistants`), each version as it was made
 
 Revision ID: 0013
-Revises: 0008
+Revises: 0012
 Create Date: 2026-12-05
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013"
-down_revision = "0008"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
