@@ -52,7 +52,11 @@ def test_an_approval_is_an_interrupt_and_a_failure_an_error() -> None:
     assert stream.frames(request) == []  # whether it still waits is the reader's question
     (u, update), (v, values) = stream.interrupted(request)  # then `end`, which closes the stream
     interrupt = {"value": {"kind": "approval", "message": "Approve this plan?", "node_id": "approve",
-                           "run_id": "t_1"}, "id": "t_1:approve"}
+                           "run_id": "t_1",
+                           # the LangChain v1 human-in-the-loop shape agent-chat-ui renders
+                           "action_requests": [{"name": "approve", "args": {}, "description": "Approve this plan?"}],
+                           "review_configs": [{"action_name": "approve", "allowed_decisions": ["approve", "reject"]}]},
+                 "id": "t_1:approve"}
     assert (u, update) == ("updates", {"__interrupt__": [interrupt]})
     assert v == "values" and values["__interrupt__"] == [interrupt]
 
@@ -60,7 +64,12 @@ def test_an_approval_is_an_interrupt_and_a_failure_an_error() -> None:
                                 args={"path": "/tmp"}, n=9)
     [(_, tool_update)] = run_stream("updates").interrupted(call)[:1]
     assert tool_update["__interrupt__"] == [{"value": {"kind": "approval", "message": "Run wipe?", "node_id": "ans",
-                                                       "run_id": "t_1", "tool": "wipe", "call_id": "c2",
+                                                       "run_id": "t_1",
+                                                       "action_requests": [{"name": "wipe", "args": {"path": "/tmp"},
+                                                                            "description": "Run wipe?"}],
+                                                       "review_configs": [{"action_name": "wipe",
+                                                                           "allowed_decisions": ["approve", "reject"]}],
+                                                       "tool": "wipe", "call_id": "c2",
                                                        "args": {"path": "/tmp"}}, "id": "t_1:ans:c2"}]
 
     failing = run_stream("values")
@@ -73,11 +82,11 @@ def test_an_approval_is_an_interrupt_and_a_failure_an_error() -> None:
 
 
 def test_frame_ids_round_trip_and_order_as_the_log() -> None:
-    assert parse_id(None) is None and parse_id("") is None
+    assert parse_id(None) is None and parse_id("") is None and parse_id("-1") is None  # LangGraph's "from the start"
     assert parse_id("12") == (12, 0) and parse_id("12.3") == (12, 3)
     assert format_id((12, 0)) == "12" and format_id((12, 3)) == "12.3"
     assert (12, 3) < (13, 0) < (13, 1)
-    for bad in ("x", "-1", "1.-2", "1.2.3"):
+    for bad in ("x", "-2", "1.-2", "1.2.3"):
         with pytest.raises(ApiProblem):
             parse_id(bad)
 

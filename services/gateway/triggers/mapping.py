@@ -8,12 +8,17 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from shared.errors import AgentixError
+
 _STEP = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
 ROOTS = ("body", "headers", "query")
 
 
-class MappingError(ValueError):
-    pass
+class MappingError(AgentixError, ValueError):
+    """A hook's input mapping that cannot be applied to a call (a bad path, or nothing found)."""
+
+    code = "hook_mapping"
+    http_status = 422
 
 
 def _steps(path: str) -> list[str | int]:

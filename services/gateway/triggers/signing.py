@@ -11,11 +11,18 @@ import hmac
 import secrets
 from collections.abc import Mapping
 
+from shared.errors import AgentixError
+
 PREFIX = "whsec_"
 TOLERANCE_S = 5 * 60  # a timestamp further than this from now is stale (a replay window)
 
 
-class SignatureRefused(Exception):
+class SignatureRefused(AgentixError):
+    """A signed call refused, with which check failed."""
+
+    code = "webhook_signature"
+    http_status = 401
+
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason

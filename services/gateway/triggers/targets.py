@@ -11,8 +11,15 @@ import socket
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from shared.errors import AgentixError
 
-class TargetRefused(Exception):
+
+class TargetRefused(AgentixError):
+    """A callback target refused (scheme, allow-list or a private address), with why."""
+
+    code = "callback_target"
+    http_status = 422
+
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
