@@ -5,7 +5,7 @@ a test holds `head_revision` to alembic's own answer."""
 
 from __future__ import annotations
 
-import ast
+import re
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, inspect, text
@@ -24,21 +24,21 @@ class SchemaMismatch(AgentixError, RuntimeError):
     http_status = 503
 
 
+# `revision = "0013"`, `down_revision: str | None = None`, `down_revision = ("b2", "c3")`: the
+# top-level literals alembic reads. Read as text rather than through `ast.parse`: building Python
+# AST objects on CPython 3.11 fails at random ("AST constructor recursion depth mismatch") when a
+# garbage collection runs finalizers in the middle of it, and the gateway reads these at start.
+_ASSIGNMENT = re.compile(r"^(revision|down_revision)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", re.MULTILINE)
+_QUOTED = re.compile(r"""["']([^"']+)["']""")
+
+
 def _revision_names(path: Path) -> tuple[str, tuple[str, ...]]:
     """A migration file's `revision` and the revisions it follows (`down_revision`: None, one,
-    or a tuple for a merge), read as the literals alembic reads them."""
-    found: dict[str, ast.expr] = {}
-    for node in ast.parse(path.read_text(), str(path)).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            found[node.targets[0].id] = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            found[node.target.id] = node.value
-    if "revision" not in found:
-        raise RuntimeError(f"{path.name} names no `revision`")
-    revision = ast.literal_eval(found["revision"])
-    down = ast.literal_eval(found["down_revision"]) if "down_revision" in found else None
-    parents = () if down is None else (down,) if isinstance(down, str) else tuple(down)
-    return str(revision), parents
+    or a tuple for a merge)."""
+    found = {name: _QUOTED.findall(value) for name, value in _ASSIGNMENT.findall(path.read_text())}
+    if len(found.get("revision", ())) != 1:
+        raise RuntimeError(f"{path.name} names no single `revision`")
+    return found["revision"][0], tuple(found.get("down_revision", ()))
 
 
 def head_revision(versions_dir: Path = VERSIONS_DIR) -> str:

@@ -18,6 +18,7 @@ from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, EndpointStats, Service
 from pydantic import BaseModel, ValidationError
 
+from shared.aio import cancel_and_wait
 from shared.bus.client import Bus, encode
 from shared.bus.names import ToolService
 from shared.bus.tracing import consumer_span, inject_headers
@@ -225,11 +226,14 @@ class ToolServer:
         return ToolReply.success(result)
 
     async def drain(self, timeout_s: float = 30.0) -> None:
-        """Stop taking requests and let running handlers finish."""
+        """Stop taking requests, let running handlers finish for `timeout_s`, then cancel the rest
+        (their callers get no answer and time out or retry, as on a crash)."""
         if self.service is not None:
             await self.service.stop()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        for task in list(self._tasks):
+            await cancel_and_wait(task)
 
 
 async def serve_tools(bus: Bus, registry: ToolRegistry, concurrency: int | None = None) -> ToolServer:

@@ -47,7 +47,9 @@ async def test_the_js_sdk_and_use_stream(scripted: Settings, srv: oai.OpenAIServ
                    FIRST_ANSWER="The first answer.", SECOND_ANSWER="The second answer, streamed.",
                    PLAN_THREAD_ID=(await client.threads.create())["thread_id"], PLAN_ANSWER=PLAN_ANSWER,
                    SLOW_THREAD_ID=(await client.threads.create())["thread_id"], SLOW_ANSWER=SLOW_ANSWER)
-        done = await asyncio.create_subprocess_exec(node, "--test", "--test-reporter=tap", cwd=FOLDER, env=env,
+        # Only this file: threads.test.mjs shares the folder but scripts its own model answers.
+        done = await asyncio.create_subprocess_exec(node, "--test", "--test-reporter=tap", "use_stream.test.js",
+                                                    cwd=FOLDER, env=env,
                                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         out, _ = await asyncio.wait_for(done.communicate(), 300)
         report = out.decode()
