@@ -1,4 +1,4 @@
-"""`agentix …` — start the suite, run workflows, chat, mint tokens, manage users and API keys, watch status."""
+"""`agentix …` — start the suite, run workflows, chat, mint tokens, manage users, keys and schedules, watch status."""
 
 from __future__ import annotations
 
@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     from agentix.keys import add_key_parser
 
     add_key_parser(sub, _server_options)
+    from agentix.schedules import add_schedule_parser
+
+    add_schedule_parser(sub, _server_options)
     return parser
 
 
@@ -152,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentix.keys import key_command
 
         return key_command(args)
+    if args.command == "schedule":
+        from agentix.schedules import schedule_command
+
+        return schedule_command(args)
     if args.command == "migrate":
         return _exec_module("services.gateway", ["migrate"])
     return 2

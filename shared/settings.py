@@ -90,6 +90,10 @@ class CommonSettings(BaseSettings):
     task_max_ack_pending: int = 4096
     ingest_ack_wait_s: float = 0.0
     ingest_max_deliver: int = 3
+    # A completion callback's delivery attempt is redelivered to another gateway when the one
+    # holding it has not answered for this long (it died mid-attempt); keep it above
+    # `callback_timeout_s`.
+    callback_ack_wait_s: float = Field(default=30.0, gt=0)
     ingest_max_ack_pending: int = 8
     tool_timeout_s: float = 30.0
     tool_concurrency: int = 16
@@ -190,6 +194,21 @@ class GatewaySettings(RedisSettings, SecretKeySettings):
     # whose model streams for seconds) share transactions. A record may lag its events this much.
     recorder_linger_ms: float = Field(default=50.0, ge=0, le=1000)
 
+    # Inbound webhooks (`/hooks/{id}`): the largest body a call may carry, and calls per minute
+    # per hook (beyond: 429).
+    hook_body_max_bytes: int = Field(default=1024 * 1024, ge=1)
+    hook_rate_limit_per_min: int = Field(default=600, ge=1)
+    # Completion callbacks: the hosts a webhook URL may name (empty: any public host; `.example.com`
+    # allows its subdomains), whether private and loopback addresses are allowed (SSRF: off), each
+    # attempt's timeout, the retry backoff (doubling from first to max) and how long after the
+    # task's end the callback is retried before it is given up as failed.
+    callback_allow_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    callback_allow_private: bool = False
+    callback_timeout_s: float = Field(default=10.0, gt=0)
+    callback_retry_first_s: float = Field(default=5.0, gt=0)
+    callback_retry_max_s: float = Field(default=3600.0, gt=0)
+    callback_max_age_s: float = Field(default=24 * 3600.0, gt=0)
+
     # Security
     jwt_secret: str | None = None
     jwt_ttl_s: int = 12 * 3600
@@ -210,7 +229,7 @@ class GatewaySettings(RedisSettings, SecretKeySettings):
     # The OAuth authorization servers `/.well-known/oauth-protected-resource` names (RFC 9728).
     mcp_authorization_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    @field_validator("admin_users", "cors_origins", "guardrail_blocklist", "mcp_high_risk_for",
+    @field_validator("admin_users", "cors_origins", "guardrail_blocklist", "mcp_high_risk_for", "callback_allow_hosts",
                      "mcp_allowed_origins", "mcp_allowed_hosts", "mcp_authorization_servers", mode="before")
     @classmethod
     def _lists(cls, value: object) -> object:

@@ -46,6 +46,9 @@ from services.gateway.runs.recorded import RecordWatch
 from services.gateway.runs.recorder import Recorder
 from services.gateway.runs.requeue import Requeuer
 from services.gateway.schema_version import check_schema
+from services.gateway.triggers.callback_worker import CallbackWorker
+from services.gateway.triggers.callbacks import CallbackEnds
+from services.gateway.triggers.firing import FireConsumer
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
@@ -59,7 +62,7 @@ log = logging.getLogger("agentix.gateway")
 
 SERVICE = "gateway"
 CORE_ROUTERS = ("health", "auth", "users", "keys", "dsl", "tasks", "events", "workflows", "admin", "mcp_servers",
-                "chat")
+                "chat", "schedules", "hooks", "callbacks")
 # Written by other modules of the project; mounted when present.
 OPTIONAL_ROUTERS = ("kb", "memory", "reports")
 
@@ -111,7 +114,10 @@ async def _start_bus_side(app: FastAPI, host: ServiceHost) -> None:
         await st.recorder.start()
         await st.conversation_queue.start()
         await st.record_watch.start()
+        await st.fires.start()
         st.requeuer.start()
+        await st.callback_ends.start()
+        await st.callback_worker.start()
         st.bus = bus  # routes use the bus from here on
         await host.serve()
     except asyncio.CancelledError:
@@ -145,8 +151,14 @@ def _wire_bus_side(app: FastAPI, host: ServiceHost, bus: Bus) -> None:
     host.on_drain("conversation queue", st.conversation_queue.stop)
     st.record_watch = RecordWatch(bus)
     host.on_drain("record watch", st.record_watch.stop)
+    st.fires = FireConsumer(bus, st.db)  # each schedule fire → one task (or a recorded skip)
+    host.on_drain("schedule fires", st.fires.stop)
     st.requeuer = Requeuer(st.db, bus, settings.task_requeue_interval_s, settings.task_requeue_min_age_s)
     host.on_drain("requeuer", st.requeuer.stop)
+    st.callback_ends = CallbackEnds(bus, st.db)
+    host.on_drain("callback ends", st.callback_ends.stop)
+    st.callback_worker = CallbackWorker(bus, st.db, settings)
+    host.on_drain("callback deliveries", st.callback_worker.stop)
     # One read of each live run's events shared by all its clients, whatever their protocol;
     # drained first (steps run newest first), so its consumers are gone before the instance leaves.
     st.run_feeds = RunFeeds(bus)
@@ -246,6 +258,9 @@ def create_app(settings: GatewaySettings, *, check_schema_version: bool = True) 
     st.stop_serving = None  # what stops the HTTP server (its process sets it): a failed start calls it
     st.metrics = GatewayMetrics()
     st.limiter = RateLimiter(settings.rate_limit_per_min, _make_redis(settings), settings.redis_key_prefix)
+    # Calls per minute per inbound hook (its own key space, the same Redis; closed with `limiter`).
+    st.hook_limiter = RateLimiter(settings.hook_rate_limit_per_min, st.limiter.redis,
+                                  settings.redis_key_prefix + "hooks:")
     st.guardrail = Guardrail.from_settings(settings)
     st.inflight = 0
     install_problem_handlers(app)

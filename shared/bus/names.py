@@ -53,6 +53,11 @@ class Subjects:
         """An MCP client cancelled a workflow call (`McpCancel`, core NATS, every gateway hears it)."""
         return f"{self.prefix}.mcp.cancel"
 
+    def mcp_events(self, audience: str, key: str) -> str:
+        """A notification for MCP sessions' GET streams (stream `P_MCP`): `audience` `user` (every
+        session of the user whose key is `key`) or `session` (the one session `key`)."""
+        return f"{self.prefix}.mcp.events.{audience}.{key}"
+
     def recorded(self, run_id: str) -> str:
         """Announced (core NATS, empty) by a gateway once it committed a change to the records of
         a task or chat run: readers that must not answer ahead of a record wait for it."""
@@ -104,6 +109,11 @@ class Subjects:
     def schedule_fires_all(self) -> str:
         return f"{self.prefix}.schedules.fire.*"
 
+    @property
+    def callbacks_deliver(self) -> str:
+        """A completion callback to deliver (its delivery id); the gateways' work queue."""
+        return f"{self.prefix}.callbacks.deliver"
+
 
 @dataclass(frozen=True)
 class Names:
@@ -130,6 +140,11 @@ class Names:
         return f"{self.stream_prefix}_SCHEDULES"
 
     @property
+    def callbacks_stream(self) -> str:
+        """Completion callbacks waiting to be delivered (a work queue)."""
+        return f"{self.stream_prefix}_CALLBACKS"
+
+    @property
     def dead_stream(self) -> str:
         """The work queues' MAX_DELIVERIES advisories, kept until a live service records them."""
         return f"{self.stream_prefix}_DEAD"
@@ -139,6 +154,8 @@ class Names:
     chat_consumer: str = "chat"
     ingest_consumer: str = "ingest"
     triggers_consumer: str = "triggers"
+    callbacks_consumer: str = "callbacks"  # delivers callbacks (on the callbacks stream)
+    callback_ends_consumer: str = "callback-ends"  # task ends that owe a callback (on the events stream)
 
     @staticmethod
     def dead_consumer(consumer: str) -> str:
@@ -149,6 +166,15 @@ class Names:
     def exhausted_subject(stream: str, consumer: str) -> str:
         """Where the server announces that `consumer` gave up on a message of `stream`."""
         return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{consumer}"
+
+    @property
+    def mcp_stream(self) -> str:
+        """MCP sessions' server-to-client notifications: the replay log behind `GET /mcp`."""
+        return f"{self.stream_prefix}_MCP"
+
+    @property
+    def mcp_sessions_bucket(self) -> str:
+        return f"{self.bucket_prefix}_mcp_sessions"
 
     @property
     def control_bucket(self) -> str:

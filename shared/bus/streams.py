@@ -40,6 +40,10 @@ from shared.settings import CommonSettings
 log = logging.getLogger("agentix.bus.streams")
 
 CHECKPOINT_TTL_S = 30 * 24 * 3600
+# An MCP session (its record in `P_mcp_sessions`) lives this long after its last write; the
+# notifications of MCP sessions' GET streams can be resumed (`Last-Event-ID`) for this long.
+MCP_SESSION_TTL_S = 24 * 3600
+MCP_EVENTS_MAX_AGE_S = 3600
 SCHEDULE_DEDUPE_WINDOW_S = 120.0
 DEAD_LETTER_MAX_AGE_S = 7 * 24 * 3600
 EVENTS_DEDUPE_WINDOW_S = 2 * RETRY_FOR_S
@@ -264,7 +268,9 @@ async def declare_all(nc: Client, settings: CommonSettings, on_wait: Waiting | N
         cfg.ingest_ack_wait_s, cfg.ingest_max_deliver, cfg.ingest_max_ack_pending,
     )
     await _schedules(target)
-    await _dead_letters(target, [(n.tasks_stream, n.dispatcher_consumer), (n.ingest_stream, n.ingest_consumer)])
+    await _callbacks(target)
+    await _dead_letters(target, [(n.tasks_stream, n.dispatcher_consumer), (n.ingest_stream, n.ingest_consumer),
+                                 (n.callbacks_stream, n.callbacks_consumer)])
 
     await _ensure_kv(target, KeyValueConfig(bucket=n.control_bucket, history=5, replicas=replicas))
     await _ensure_kv(
@@ -272,6 +278,28 @@ async def declare_all(nc: Client, settings: CommonSettings, on_wait: Waiting | N
     )
     for bucket in (n.reports_bucket, n.uploads_bucket):
         await _ensure_object_store(target, bucket, replicas)
+    await _mcp(target)
+
+
+async def _mcp(target: _Target) -> None:
+    """MCP sessions: their records (any gateway replica serves any session) and the log of their
+    server-to-client notifications (a GET stream resumes on any replica from its `Last-Event-ID`)."""
+    s, n, replicas = target.subjects, target.names, target.settings.js_replicas
+    await _ensure_kv(
+        target, KeyValueConfig(bucket=n.mcp_sessions_bucket, history=1, ttl=MCP_SESSION_TTL_S, replicas=replicas)
+    )
+    await _ensure_stream(
+        target,
+        StreamConfig(
+            name=n.mcp_stream,
+            subjects=[f"{s.prefix}.mcp.events.>"],
+            retention=RetentionPolicy.LIMITS,
+            storage=StorageType.FILE,
+            num_replicas=replicas,
+            max_age=float(MCP_EVENTS_MAX_AGE_S),
+            discard=DiscardPolicy.OLD,
+        ),
+    )
 
 
 async def _schedules(target: _Target) -> None:
@@ -306,6 +334,30 @@ async def _schedules(target: _Target) -> None:
             max_ack_pending=1000,
         ),
     )
+
+
+async def _callbacks(target: _Target) -> None:
+    """Completion callbacks: a durable consumer of the task ends (`done` on the status channel)
+    that turns each one owing a callback into a delivery message, and the work queue those wait
+    in until a gateway delivers them (max_deliver unbounded: the gateway gives up on its own
+    clock, `callback_max_age_s`, with the delivery log saying so). From new events on: ends
+    before the consumer existed owe nothing (no task could name a callback then)."""
+    s, n, cfg = target.subjects, target.names, target.settings
+    await _ensure_consumer(
+        target,
+        n.events_stream,
+        ConsumerConfig(
+            durable_name=n.callback_ends_consumer,
+            ack_policy=AckPolicy.EXPLICIT,
+            deliver_policy=DeliverPolicy.NEW,
+            filter_subject=f"{s.prefix}.events.*.status",
+            ack_wait=30.0,
+            max_deliver=-1,
+            max_ack_pending=1000,
+        ),
+    )
+    await _work_queue(target, n.callbacks_stream, [s.callbacks_deliver], n.callbacks_consumer,
+                      cfg.callback_ack_wait_s, -1, 1000)
 
 
 async def _ensure_kv(target: _Target, config: KeyValueConfig) -> None:

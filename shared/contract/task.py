@@ -68,6 +68,8 @@ class ResumeMessage(Contract):
     decision: Literal["approve", "reject", "timeout"]
     by: str
     comment: str | None = None
+    # An approved high-risk tool call runs with these arguments instead of the model's (an edit).
+    args: dict[str, Any] | None = None
 
 
 class CancelMessage(Contract):

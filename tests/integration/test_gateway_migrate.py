@@ -16,7 +16,9 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
-import services.gateway.chat.tables  # noqa: F401  (the chat tables join `metadata`)
+# the chat and schedules tables join `metadata`
+import services.gateway.chat.tables
+import services.gateway.triggers.tables  # noqa: F401
 from services.gateway.app import create_app
 from services.gateway.migrate import VERSION_TABLE, SchemaMismatch, alembic_config, head_revision, upgrade
 from services.gateway.tables import metadata

@@ -5,7 +5,9 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-import services.gateway.chat.tables  # noqa: F401  (its tables join `metadata`, so autogenerate sees them)
+# The chat and triggers tables join `metadata`, so autogenerate sees them.
+import services.gateway.chat.tables
+import services.gateway.triggers.tables  # noqa: F401
 from services.gateway.schema_version import VERSION_TABLE
 from services.gateway.tables import metadata
 

@@ -14,6 +14,8 @@ from services.gateway.runs import approvals as task_approvals
 from services.gateway.runs import submit as svc
 from services.gateway.runs import views
 from services.gateway.runs.stream import NewRunFeed, task_stream
+from services.gateway.triggers import deliveries
+from services.gateway.triggers.callbacks import check_webhook
 from shared.contract.task import TERMINAL, TaskStatus
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
@@ -30,6 +32,7 @@ async def submit(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
 ) -> JSONResponse:
     grey = list(getattr(request.state, "guardrail_grey", None) or [])
+    await check_webhook(request.app.state.settings, body.webhook)
     task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey)
     request.state.audit_target = f"task_id={task.id}"
     return JSONResponse(svc.accepted(task, queued) | {"created": created}, status_code=202)
@@ -51,6 +54,7 @@ async def submit_and_stream(
     """Submit a task and follow it in one request: what `POST /tasks` and then `GET
     /tasks/{id}/events` do, one round trip and one authorisation fewer."""
     grey = list(getattr(request.state, "guardrail_grey", None) or [])
+    await check_webhook(request.app.state.settings, body.webhook)
     new_feed = NewRunFeed(request.app.state.run_feeds)  # reads the task's events from before it is queued
     try:
         task, created, queued = await svc.submit(db, bus, user, body, idempotency_key, grey, new_feed.open)
@@ -84,6 +88,13 @@ async def list_tasks(
 async def get_task(task_id: str, request: Request, user: CurrentUser, db: DatabaseDep,
                    bus: MaybeBusDep) -> dict[str, Any]:
     return await views.current_task_view(db, bus, request.app.state.record_watch, user, task_id)
+
+
+@router.get("/{task_id}/deliveries")
+async def task_deliveries(task_id: str, user: CurrentUser, db: DatabaseDep) -> dict[str, Any]:
+    """The task's completion callbacks (one per run), as `GET /api/v1/callbacks?task_id=`."""
+    await db.run(views.load_owned, user, task_id)
+    return {"items": await db.run(deliveries.list_deliveries, user, task_id, None, 100)}
 
 
 @router.post("/{task_id}/cancel", status_code=202, responses={409: {"description": "already ended"}})

@@ -24,6 +24,7 @@ from services.gateway.ids import new_id
 from services.gateway.problems import ApiProblem
 from services.gateway.runs.views import links, load_owned
 from services.gateway.tables import IdempotencyKey, Task, Workflow, aware, now
+from services.gateway.triggers.tables import CallbackDelivery
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event_n
 from shared.contract.events import finish_task
@@ -31,6 +32,7 @@ from shared.contract.task import RETRYABLE, TERMINAL, CancelMessage, TaskMessage
 
 log = logging.getLogger("agentix.gateway.tasks")
 TASKS: Table = Task.__table__  # type: ignore[attr-defined]  # sqlmodel does not declare it
+KEYS: Table = IdempotencyKey.__table__  # type: ignore[attr-defined]
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 REQUEUE_BATCH = 200
 
@@ -47,6 +49,8 @@ class SubmitTask(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict)
     options: TaskOptions = Field(default_factory=TaskOptions)
     session_id: str | None = Field(default=None, max_length=128)
+    webhook: str | None = Field(default=None, max_length=2000,
+                                description="a URL the task's result is POSTed to when it ends (signed)")
 
 
 def accepted(task: Task, queued: bool) -> dict[str, Any]:
@@ -109,6 +113,8 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
     check_input(dsl, body.input)
     task = Task(**_task_values(user, body, dsl, workflow_id, key, grey))
     session.add(task)
+    if body.webhook is not None:  # its delivery log, with the task: a task never ends owing an unknown callback
+        session.add(CallbackDelivery(id=new_id("cb"), task_id=task.id, user_id=user.id, url=body.webhook))
     if key:
         held = session.get(IdempotencyKey, (user.id, key), populate_existing=True)
         if held is not None:
@@ -121,11 +127,39 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
     return task, True
 
 
+def create_in(session: Session, user: Principal, body: SubmitTask, key: str) -> Task:
+    """A task row (and its idempotency key) written in the caller's transaction, for a writer
+    whose own record must commit with it (a schedule's fire and its task); a key seen before
+    answers its task. Queue it with `queue_task` once committed."""
+    return _create(session, user, body, key, [])[0]
+
+
+def prepared_task(session: Session, user: Principal, body: SubmitTask, key: str) -> Task:
+    """A new task row for `body`, checked as a submission is (workflow, DSL, input) but not
+    written: a writer of many at once (a batch of schedule fires, whose keys are new by
+    construction) writes them with `insert_tasks` in its own transaction."""
+    dsl, workflow_id = _resolve_dsl(session, user, body)
+    check_dsl(dsl)
+    check_input(dsl, body.input)
+    return new_row(Task, **_task_values(user, body, dsl, workflow_id, key, []))
+
+
+def insert_tasks(session: Session, tasks: list[Task]) -> None:
+    """`prepared_task` rows and their idempotency keys, one statement each (a key taken already
+    fails the transaction)."""
+    if not tasks:
+        return
+    session.execute(TASKS.insert(), [t.model_dump() for t in tasks])
+    at = now()
+    session.execute(KEYS.insert(), [{"user_id": t.user_id, "key": t.idempotency_key, "task_id": t.id, "created_at": at}
+                                    for t in tasks if t.idempotency_key])
+
+
 async def _create_task(db: Database, user: Principal, body: SubmitTask, key: str | None,
                        grey: list[str]) -> tuple[Task, bool]:  # fmt: skip
     """`_create`; a task given as a DSL without an idempotency key — the usual submit — reads
     nothing first, so its row is one insert that shares its commit with concurrent writes."""
-    if key is not None or body.workflow_id is not None or body.dsl is None:
+    if key is not None or body.workflow_id is not None or body.dsl is None or body.webhook is not None:
         return await db.run(_create, user, body, key, grey)
     check_dsl(body.dsl)
     check_input(body.dsl, body.input)
