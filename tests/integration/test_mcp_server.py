@@ -190,8 +190,10 @@ async def test_no_or_bad_token_is_refused(mcp: Mcp) -> None:
         forged = await http.post(mcp.url, json=request, headers={**headers, "Authorization": "Bearer not-a-jwt"})
         assert forged.status_code == 401
         token = {"Authorization": f"Bearer {mint_token(mcp.settings, 'alice')}"}
-        for method in ("GET", "DELETE"):  # stateless: no stream to open, no session to end
-            assert (await http.request(method, mcp.url, headers={**headers, **token})).status_code == 405
+        for method in ("GET", "DELETE"):  # a stream to open or a session to end needs the session's id
+            refused = await http.request(method, mcp.url, headers={**headers, **token})
+            assert refused.status_code == 400
+            assert "Mcp-Session-Id" in refused.json()["error"]["message"]
     with pytest.raises(ExceptionGroup) as refused:  # the SDK client gives up at the handshake
         async with mcp_session(mcp.url, None):
             pass

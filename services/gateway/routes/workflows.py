@@ -10,6 +10,7 @@ from fastapi import APIRouter, Request, Response
 from services.gateway import workflows as svc
 from services.gateway.deps import CurrentUser, DatabaseDep
 from services.gateway.pagination import Cursor, Limit, Page
+from services.gateway.protocols.mcp.notifications import workflow_changed
 
 router = APIRouter(prefix="/api/v1/workflows", tags=["workflows"])
 
@@ -23,6 +24,7 @@ async def list_workflows(user: CurrentUser, db: DatabaseDep, limit: Limit = 50, 
 async def create(body: svc.WorkflowIn, request: Request, user: CurrentUser, db: DatabaseDep) -> dict[str, Any]:
     out = await db.run(svc.create, user, body)
     request.state.audit_target = f"workflow_id={out['id']}"
+    await workflow_changed(getattr(request.app.state, "bus", None), user.id, out["id"], listing=True)
     return out
 
 
@@ -32,13 +34,18 @@ async def get(workflow_id: str, user: CurrentUser, db: DatabaseDep) -> dict[str,
 
 
 @router.put("/{workflow_id}", responses={422: {"description": "invalid workflow"}})
-async def update(workflow_id: str, body: svc.WorkflowIn, user: CurrentUser, db: DatabaseDep) -> dict[str, Any]:
-    return await db.run(svc.update, user, workflow_id, body)
+async def update(workflow_id: str, body: svc.WorkflowIn, request: Request, user: CurrentUser,
+                 db: DatabaseDep) -> dict[str, Any]:  # fmt: skip
+    out = await db.run(svc.update, user, workflow_id, body)
+    # The tool's title, description and input schema may have changed with it.
+    await workflow_changed(getattr(request.app.state, "bus", None), user.id, workflow_id, listing=True)
+    return out
 
 
 @router.delete("/{workflow_id}", status_code=204, response_class=Response)
-async def delete(workflow_id: str, user: CurrentUser, db: DatabaseDep) -> Response:
+async def delete(workflow_id: str, request: Request, user: CurrentUser, db: DatabaseDep) -> Response:
     await db.run(svc.delete, user, workflow_id)
+    await workflow_changed(getattr(request.app.state, "bus", None), user.id, workflow_id, listing=True)
     return Response(status_code=204)
 
 

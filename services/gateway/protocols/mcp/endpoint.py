@@ -1,5 +1,8 @@
-"""`/mcp` on the gateway: the MCP Streamable HTTP endpoint, stateless with JSON responses (any
-gateway replica answers any request; a restart loses nothing).
+"""`/mcp` on the gateway: the MCP Streamable HTTP endpoint. Every request is served on its own
+(the SDK's stateless transport, JSON responses); a handshake-era `initialize` also opens a
+session whose record lives in JetStream KV (`sessions.py`), so any gateway replica answers any
+request of any session and a restart loses nothing. `GET /mcp` with the session's id is its
+notification stream (`notifications.py`), resumable on any replica; `DELETE` ends the session.
 
 The MCP SDK is large and most gateways never see an MCP client: the transport is built and
 started by the first `/mcp` request, and stopped with the gateway's lifespan.
@@ -20,8 +23,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from services.gateway.access.admission import admit
 from services.gateway.access.principal import Principal
@@ -30,6 +34,7 @@ from services.gateway.middleware.common import header, read_body, replay_body, s
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.mcp.discovery import challenge, discovery_routes
 from services.gateway.protocols.mcp.origins import refusal
+from services.gateway.protocols.mcp.sessions import McpSessions, peek_initialize
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -47,9 +52,8 @@ class McpEndpoint:
 
     def __init__(self, app: FastAPI) -> None:
         self.app = app
-        # POST only: stateless, there is no server-to-client stream to GET and no session to
-        # DELETE; both are 405, as the transport's spec allows.
-        self.route = Route(PATH, self, methods=["POST"], include_in_schema=False)
+        # POST for messages; GET a session's notification stream; DELETE ends a session.
+        self.route = Route(PATH, self, methods=["POST", "GET", "DELETE"], include_in_schema=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # FastAPI's router names only its own routes in the scope; metrics and the access log
@@ -77,8 +81,51 @@ class McpEndpoint:
         if sessions is None or transport is None or transport.tools is None:
             await send_problem(scope, receive, send, ApiProblem(503, "Service Unavailable", "MCP is not running."))
             return
+        session_id = header(scope, b"mcp-session-id")
+        if scope["method"] != "POST" or session_id is not None:
+            store = transport.session_store()
+            if store is None:
+                down = ApiProblem(503, "Service Unavailable", "The message bus is not connected; try again shortly.")
+                await send_problem(scope, receive, send, down)
+                return
+            if session_id is None:
+                await _rpc_error(scope, receive, send, 400, f"{scope['method']} /mcp needs the Mcp-Session-Id that "
+                                 "initialize answered with.")  # fmt: skip
+                return
+            record = await store.owned(session_id, principal.id)
+            if record is None:  # unknown, ended, expired, or another user's: the spec's 404
+                await _rpc_error(scope, receive, send, 404, "Session not found")
+                return
+            if scope["method"] == "DELETE":
+                await store.end(session_id)
+                await Response(status_code=204)(scope, receive, send)
+                return
+            if scope["method"] == "GET":
+                await _stream(st.bus, store, session_id, record, scope, receive, send)
+                return
+            state(scope)["mcp_session"] = session_id
         await transport.tools.prepare(principal, header(scope, b"mcp-method"), header(scope, b"mcp-name"))
         await transport.handle(sessions, scope, receive, send)
+
+
+async def _stream(bus: Any, store: McpSessions, session_id: str, record: Any, scope: Scope, receive: Receive,
+                  send: Send) -> None:  # fmt: skip
+    from services.gateway.protocols.mcp.notifications import serve_stream, start_after
+
+    if "text/event-stream" not in (header(scope, b"accept") or ""):
+        await _rpc_error(scope, receive, send, 406, "GET /mcp is an event stream: accept text/event-stream.")
+        return
+    after = start_after(record, header(scope, b"last-event-id"))
+    if after is None:
+        await _rpc_error(scope, receive, send, 400, "Last-Event-ID is not an event id of this server.")
+        return
+    await serve_stream(bus, store, session_id, record, after, scope, receive, send)
+
+
+async def _rpc_error(scope: Scope, receive: Receive, send: Send, status: int, message: str) -> None:
+    """The transport's own error shape (a JSON-RPC error without an id), as the SDK answers."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    await Response(json.dumps(body), status_code=status, media_type="application/json")(scope, receive, send)
 
 
 class McpTransport:
@@ -91,6 +138,7 @@ class McpTransport:
         self._streaming: StreamableHTTPSessionManager | None = None
         self._server: Server[Any] | None = None
         self.tools: McpTools | None = None
+        self._store: McpSessions | None = None
         self._runner: asyncio.Task[None] | None = None
         self._starting = asyncio.Lock()
         self._closing = asyncio.Event()
@@ -103,9 +151,10 @@ class McpTransport:
 
                 from services.gateway.protocols.mcp.reads import McpReads
                 from services.gateway.protocols.mcp.server import McpTools, build_server
+                from services.gateway.protocols.mcp.subscriptions import McpSubscriptions
 
                 tools = McpTools(self.app)
-                server = build_server(tools, McpReads(self.app))
+                server = build_server(tools, McpReads(self.app), McpSubscriptions(self.session_store))
                 sessions = StreamableHTTPSessionManager(
                     app=server, stateless=True, json_response=True, max_request_body_size=JSON_LIMIT
                 )
@@ -117,6 +166,15 @@ class McpTransport:
                 await started  # raises what the start raised
                 self._sessions, self._streaming, self._server, self.tools = sessions, streaming, server, tools
         return None if self._closing.is_set() else self._sessions
+
+    def session_store(self) -> McpSessions | None:
+        """The sessions' records, over the gateway's current bus; None while it is not connected."""
+        bus = getattr(self.app.state, "bus", None)
+        if bus is None or not bus.nc.is_connected:
+            return None
+        if self._store is None or self._store.bus is not bus:
+            self._store = McpSessions(bus)
+        return self._store
 
     async def handle(self, sessions: StreamableHTTPSessionManager, scope: Scope, receive: Receive,
                      send: Send) -> None:  # fmt: skip
@@ -138,9 +196,38 @@ class McpTransport:
         elif _wants_progress(message):
             await self._streaming.handle_request(scope, receive, send)
             return
+        opening = peek_initialize(message)
+        store = self.session_store()
+        if opening is not None and store is not None and header(scope, b"mcp-session-id") is None:
+            await self._open_session(store, opening, sessions, scope, receive, send)
+            return
         rest = await serve_single(self._server, scope, receive, send)
         if rest is not None:
             await sessions.handle_request(scope, rest, send)
+
+    async def _open_session(self, store: McpSessions, opening: tuple[str, dict[str, Any], dict[str, Any]],
+                            sessions: StreamableHTTPSessionManager, scope: Scope, receive: Receive,
+                            send: Send) -> None:  # fmt: skip
+        """`initialize`: the SDK answers it; the answer carries the new session's id. A refused
+        `initialize` leaves no session behind."""
+        principal = state(scope)["principal"]
+        session_id = await store.create(principal.id, *opening)
+        status = 0
+
+        async def with_session(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                if status < 400:
+                    message = {**message, "headers": [*message.get("headers", []),
+                                                      (b"mcp-session-id", session_id.encode())]}  # fmt: skip
+            await send(message)
+
+        try:
+            await sessions.handle_request(scope, receive, with_session)
+        finally:
+            if not 0 < status < 400:
+                await store.end(session_id)
 
     async def _run(self, sessions: StreamableHTTPSessionManager, streaming: StreamableHTTPSessionManager,
                    started: asyncio.Future[None]) -> None:  # fmt: skip
@@ -162,7 +249,7 @@ class McpTransport:
 
 def _peek(body: bytes) -> dict[str, Any]:
     """The JSON-RPC message of a POST, to route it; anything else ({}) is the SDK's to refuse."""
-    if b"notifications/cancelled" not in body and b"progressToken" not in body and b"/logLevel" not in body:
+    if not any(word in body for word in (b"notifications/cancelled", b"progressToken", b"/logLevel", b'"initialize"')):
         return {}  # most POSTs: not parsed twice
     try:
         message = json.loads(body)

@@ -17,6 +17,8 @@ import mcp_types as types
 from fastapi import FastAPI
 from mcp.server import Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -25,6 +27,7 @@ from services.gateway.protocols.mcp import caller
 from services.gateway.protocols.mcp.agent_tool import NAME as ASK_AGENT
 from services.gateway.protocols.mcp.catalog import ToolCatalog
 from services.gateway.protocols.mcp.reads import McpReads
+from services.gateway.protocols.mcp.subscriptions import McpSubscriptions
 from services.gateway.protocols.mcp.workflow_tools import PREFIX as WORKFLOW_PREFIX
 from services.gateway.protocols.mcp.workflow_tools import McpWorkflows
 from shared.bus.tools import ToolClient
@@ -184,9 +187,23 @@ class McpTools:
         return tool_result(reply)
 
 
-def build_server(tools: McpTools, reads: McpReads) -> Server[Any]:
+class AgentixServer(Server[Any]):
+    """The SDK's server, announcing at `initialize` what sessions get: `notifications/tools/list_changed`
+    and `notifications/resources/list_changed` on the session's GET stream (`notifications.py`)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
+
+
+def build_server(tools: McpTools, reads: McpReads, subscriptions: McpSubscriptions) -> Server[Any]:
     # No lifespan of its own: `single_exchange` serves requests with the default's empty state.
-    server: Server[Any] = Server(
+    server: Server[Any] = AgentixServer(
         "agentix",
         version=VERSION,
         title="Agentix",
@@ -201,6 +218,8 @@ def build_server(tools: McpTools, reads: McpReads) -> Server[Any]:
         on_get_prompt=reads.get_prompt,
         on_completion=reads.complete,
         on_set_logging_level=reads.set_logging_level,
+        on_subscribe_resource=subscriptions.subscribe,
+        on_unsubscribe_resource=subscriptions.unsubscribe,
     )
     server.middleware.append(tools.audit_method)
     return server
