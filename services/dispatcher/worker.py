@@ -199,7 +199,7 @@ class Worker:
             if resume.decision == "timeout":
                 return Ack()  # a running task enforces its approval deadlines itself
             return Nak(delay=1.0)  # another dispatcher is still finishing the parallel branches
-        decision = Decision(resume.node_id, resume.decision, by=resume.by, comment=resume.comment)
+        decision = Decision(resume.node_id, resume.decision, by=resume.by, comment=resume.comment, args=resume.args)
         return await self._run(TaskMessage.model_validate(cp.task), delivery, decisions={resume.node_id: decision},
                                cp=cp)
 

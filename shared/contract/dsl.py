@@ -96,6 +96,35 @@ class AgentConfig(Config):
     # string values are templates (a chat run's knowledge base for `kb_search`, say). The model
     # sees such an argument as optional; one that renders empty is not applied.
     tool_defaults: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # The caller's own function tools (OpenAI `{type: function, function: {name, …}}` specs, taken
+    # as they are, not templates): offered to the model with the agent's tools but never run
+    # here — a call of one ends the node with the calls (`tool.call` with `client: true`), for the
+    # caller to run (what an OpenAI client's `tools` are).
+    client_tools: list[dict[str, Any]] = Field(default_factory=list, max_length=128)
+    # OpenAI's, sent with the client's tools (`tool_choice` on the loop's first model turn only:
+    # the caller asked for one turn, the turns after the agent's own tools are the agent's).
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    # OpenAI's `response_format` (`json_object`, `json_schema`), sent to the model; with a
+    # `json_schema` the answer must conform to the schema or the node fails (`bad_output`).
+    response_format: dict[str, Any] | None = None
+
+    @field_validator("client_tools")
+    @classmethod
+    def _function_tools(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names: set[str] = set()
+        for index, tool in enumerate(value):
+            function = tool.get("function")
+            name = function.get("name") if isinstance(function, dict) else None
+            if tool.get("type") != "function" or not isinstance(name, str) or not name:
+                raise ValueError(f"client_tools[{index}] is not a {{type: function, function: {{name}}}} tool")
+            if name in names:
+                raise ValueError(f"client_tools: the name {name!r} is given twice")
+            names.add(name)
+        return value
+
+    def client_tool_names(self) -> frozenset[str]:
+        return frozenset(str(t["function"]["name"]) for t in self.client_tools)
 
     def template_fields(self, prefix: str = "config", item_scope: bool = False) -> Iterator[TemplateField]:
         yield TemplateField(f"{prefix}.prompt", self.prompt, "template", item_scope)

@@ -116,6 +116,9 @@ class ToolCallEvent(EventBase):
     call_id: str
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
+    # True: a call of one of the caller's own tools (`client_tools`), not run here — it ends the
+    # node. Left out (None) for the agent's own tools, so their events stay as they were.
+    client: bool | None = None
 
 
 class ToolResultEvent(EventBase):

@@ -432,9 +432,9 @@ async def test_what_agentix_cannot_honour_is_a_400_naming_it(
 
 
 @pytest.mark.parametrize(("param", "extra"), [
-    ("tools", {"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}),
-    ("tool_choice", {"tool_choice": "required"}),
-    ("response_format", {"response_format": {"type": "json_object"}}),
+    ("tools[0].type", {"tools": [{"type": "custom", "custom": {"name": "get_weather"}}]}),
+    ("tool_choice", {"tool_choice": "required"}),  # with no tools to choose from
+    ("response_format.type", {"response_format": {"type": "grammar"}}),
     ("messages[0].content", {"messages": [{"role": "user", "content": [
         {"type": "text", "text": "What is in this picture?"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}),
@@ -498,10 +498,11 @@ async def test_responses_create_and_stream_with_the_sdk(stack: ChatStack, script
 
 
 @pytest.mark.parametrize(("param", "extra"), [
-    ("previous_response_id", {"previous_response_id": "resp_x"}),
-    ("tools", {"tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}]}),
+    ("tools[0].type", {"tools": [{"type": "web_search"}]}),
     ("background", {"background": True}),
-    ("input[0].type", {"input": [{"type": "function_call_output", "call_id": "c", "output": "1"}]}),
+    ("reasoning", {"reasoning": {"effort": "high"}}),
+    ("text.verbosity", {"text": {"verbosity": "low"}}),
+    ("input[0].type", {"input": [{"type": "file_search_call", "id": "fs_1", "queries": [], "status": "completed"}]}),
 ])
 async def test_responses_refuse_what_they_do_not_do_yet(
     stack: ChatStack, scripted: oai.OpenAIServer, param: str, extra: dict[str, Any],

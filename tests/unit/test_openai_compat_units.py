@@ -3,6 +3,8 @@ request's prompt and history, the conversation headers, and the error shape."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.gateway.problems import ApiProblem
@@ -17,6 +19,7 @@ from shared.contract.events import (
     StatusEvent,
     ThinkingEvent,
     TokenEvent,
+    ToolCallEvent,
 )
 from shared.contract.models import Usage
 
@@ -82,14 +85,20 @@ def test_the_prompt_is_the_last_user_message_and_the_history_before_it() -> None
     body = ChatCompletionRequest.model_validate({"model": "m", "messages": [
         {"role": "developer", "content": "Be brief."},
         {"role": "user", "content": "One"},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "x"}]},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "content": "result", "tool_call_id": "x"},
         {"role": "user", "content": [{"type": "text", "text": "Two"}, {"type": "image_url", "image_url": {}},
                                      {"type": "text", "text": " parts"}]},
     ]})
     prompt = prompt_of(body)
     assert prompt.text == "Two parts"
-    assert prompt.history == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "One"}]
+    # The client's tool turns reach the model in order, as sent.
+    assert prompt.history == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "One"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "content": "result", "tool_call_id": "x"}]
     assert prompt.strings() == ["Two parts", "One"]  # what the user wrote: not the client's instructions
     with pytest.raises(ApiProblem) as refused:  # the image part would not reach the model
         refuse_unsupported(body)
@@ -124,3 +133,48 @@ def test_chunks_and_the_usage_chunk() -> None:
     assert chunk["object"] == "chat.completion.chunk" and chunk["choices"][0]["finish_reason"] == "stop"
     usage = head.usage_chunk(Usage(prompt_tokens=2, completion_tokens=3))
     assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}
+
+
+def test_a_conversation_may_end_with_tool_results_and_the_clients_choices_go_to_the_agent() -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    body = ChatCompletionRequest.model_validate({"model": "m", "tools": tools, "tool_choice": "required",
+                                                 "response_format": {"type": "json_object"}, "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                              "function": {"name": "get_weather", "arguments": "{}"}}]},
+        {"role": "tool", "content": "3C", "tool_call_id": "c1"}]})
+    refuse_unsupported(body)
+    prompt = prompt_of(body)
+    assert prompt.text == "" and [m["role"] for m in prompt.history] == ["user", "assistant", "tool"]
+    assert prompt.strings() == ["Weather?"]
+    assert prompt.client.agent_config() == {"client_tools": tools, "tool_choice": "required",
+                                            "response_format": {"type": "json_object"}}
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"functions": [{"name": "f"}]}, "functions"),
+    ({"tools": [{"type": "custom", "custom": {"name": "f"}}]}, "tools[0].type"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"response_format": {"type": "grammar"}}, "response_format.type"),
+    ({"messages": [{"role": "function", "name": "f", "content": "1"}, {"role": "user", "content": "Hi"}]},
+     "messages[0].role"),
+])
+def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str) -> None:
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+                                                 **extra})
+    with pytest.raises(ApiProblem) as refused:
+        refuse_unsupported(body)
+    assert refused.value.errors is not None and refused.value.errors[0]["field"] == field
+
+
+def test_a_client_tool_call_is_a_tool_calls_delta_and_ends_the_answer() -> None:
+    t = Translator(Started(run_id=RUN, conversation_id=None))
+    delta = t.feed(ToolCallEvent(task_id=RUN, call_id="c1", tool="get_weather", args={"city": "Oslo"}, client=True))
+    assert delta is not None and delta.wire() == {"tool_calls": [{
+        "index": 0, "id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]}
+    assert t.feed(ToolCallEvent(task_id=RUN, call_id="s1", tool="weather", args={})) is None  # the server's own
+    t.feed(DoneEvent(task_id=RUN, status="done", output={"answer": ""}))
+    assert t.ending is not None and t.ending.finish_reason == "tool_calls" and t.ending.tail is None
+    message = Head(id="chatcmpl-x", created=1, model="m").completion(t, t.ending)["choices"][0]["message"]
+    assert message["content"] is None and message["tool_calls"][0]["id"] == "c1"

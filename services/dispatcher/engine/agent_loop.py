@@ -37,6 +37,7 @@ class ToolDecision(BaseModel):
     decision: Literal["approve", "reject"]
     by: str
     comment: str | None = None
+    args: dict[str, Any] | None = None  # approved with these arguments instead of the model's (an edit)
 
 
 class AgentLoop(BaseModel):

@@ -58,7 +58,7 @@ async def decide(run: RunState, node_id: str, decision: Decision) -> bool:
     if waiting is not None and waiting.call_id is not None and loop is not None:
         loop.decision = ToolDecision(call_id=waiting.call_id,
                                      decision="approve" if decision.decision == "approve" else "reject", by=decision.by,
-                                     comment=decision.comment)
+                                     comment=decision.comment, args=decision.args)
         cp.nodes.pop(node_id, None)  # not finished: the scheduler runs the agent node again
         return False
     cp.nodes[node_id] = NodeState(status="done", output=decision.output())

@@ -231,7 +231,8 @@ class NodeContext:
                                        message=notice.message))
 
     async def run_agent(self, request: LLMRequest, tools: list[ToolDescriptor], max_steps: int, *,
-                        resumable: bool = False, defaults: dict[str, dict[str, Any]] | None = None) -> LLMResult:
+                        resumable: bool = False, defaults: dict[str, dict[str, Any]] | None = None,
+                        client_tools: list[dict[str, Any]] | None = None) -> LLMResult:
         """The ReAct loop. `resumable` (an agent node's own loop): its progress is checkpointed and a
         high-risk tool call parks the node for an approval (`ToolApprovalNeeded` propagates, its
         usage counted for the node)."""
@@ -245,7 +246,7 @@ class NodeContext:
                   if resumable and shared.checkpoint is not None else None)
         turn = AgentTurn(node_id=self.node.id, request=request, tools=tools, meta=self.meta,
                          inject=self.inject_values(), defaults=defaults or {}, max_steps=max_steps, keeper=keeper,
-                         streamed=self.shared.deps.streamed.pop(self.node.id, ""))
+                         streamed=self.shared.deps.streamed.pop(self.node.id, ""), client_tools=client_tools or [])
 
         async def emit(event: EventBase) -> None:
             await self.emit(event)

@@ -62,6 +62,7 @@ class Decision:
     by: str
     comment: str | None = None
     at: datetime = field(default_factory=utcnow)
+    args: dict[str, Any] | None = None  # an approved tool call's edited arguments
 
     def output(self) -> dict[str, Any]:
         return {"decision": self.decision, "comment": self.comment, "by": self.by, "at": self.at.isoformat()}

@@ -115,8 +115,11 @@ class ReactAgent:
         self, llm: LLM, turn: AgentTurn, *, caller: ToolCaller, emit: EventEmit, budget: TokenBudget | None
     ) -> LLMResult:
         task_id = turn.meta.task_id or ""
-        tools = function_names(turn.tools)  # by the name the model calls it
+        client = {str(t["function"]["name"]) for t in turn.client_tools}
+        # by the name the model calls it; a caller's tool of the same name hides the agent's own
+        tools = {n: t for n, t in function_names(turn.tools).items() if n not in client}
         specs = [function_spec(t, name, turn.defaults.get(t.name)) for name, t in tools.items()]
+        specs += turn.client_tools
         keeper = turn.keeper
         kept = keeper.state if keeper is not None else None
         state = kept.model_copy(deep=True) if kept is not None else AgentLoop(messages=list(turn.request.messages))
@@ -140,7 +143,9 @@ class ReactAgent:
             offer_tools = bool(specs) and state.steps < turn.max_steps
             if not offer_tools and state.steps > 0:
                 state.messages.append({"role": "user", "content": FINAL_NUDGE})
-            request = replace(turn.request, messages=state.messages, tools=specs if offer_tools else None)
+            request = replace(turn.request, messages=state.messages, tools=specs if offer_tools else None,
+                              tool_choice=turn.request.tool_choice if offer_tools and state.steps == 0 else None,
+                              parallel_tool_calls=turn.request.parallel_tool_calls if offer_tools else None)
             try:
                 if unseen:
                     result = await complete_after_prefix(ask, request, unseen, stream.delta)
@@ -150,7 +155,12 @@ class ReactAgent:
             finally:
                 await stream.end()
             state.usage = state.usage.add(result.usage)
-            if not result.tool_calls or not offer_tools:
+            # A call of a caller's tool ends the loop: the caller runs it (this turn's calls of the
+            # agent's own tools are not made — the caller's answer starts the next turn).
+            theirs = [c for c in result.tool_calls if c.name in client]
+            if theirs and offer_tools:
+                result.tool_calls = theirs
+            if not result.tool_calls or not offer_tools or theirs:
                 result.usage = state.usage
                 return result
             state.steps += 1
@@ -195,6 +205,8 @@ class ReactAgent:
                 raise ToolApprovalNeeded(call.id, tool.name, call.arguments, state.usage)
             state.awaiting, state.decision = None, None
             approved = decision.decision == "approve"
+            if approved and decision.args is not None:
+                call = _edited(state, call, decision.args)
             await answer(call, None if approved else _rejected(decision), approved)
         for call in state.pending:
             state.messages.append({"role": "tool", "tool_call_id": call.id, "content": state.results[call.id]})
@@ -221,6 +233,18 @@ class ReactAgent:
                                   tool=tool.name if tool is not None else call.name,
                                   args=args, shown_args=shown, timeout_s=self.tool_timeout_s,
                                   refused=refused)
+
+
+def _edited(state: AgentLoop, call: PendingCall, args: dict[str, Any]) -> PendingCall:
+    """The call as the approver edited it: it runs with those arguments, and the model's
+    conversation shows it made that call (so its result reads as the answer to it)."""
+    edited = call.model_copy(update={"arguments": args, "arguments_error": None})
+    state.pending = [edited if c.id == call.id else c for c in state.pending]
+    for message in state.messages:
+        for made in message.get("tool_calls") or []:
+            if made.get("id") == call.id:
+                made["function"]["arguments"] = json.dumps(args, ensure_ascii=False)
+    return edited
 
 
 def _cut_off_turn(streamed: str, kept: list[dict[str, Any]]) -> str:

@@ -92,6 +92,11 @@ class LLMRequest:
     max_tokens: int | None = None
     tools: list[dict[str, Any]] | None = None  # OpenAI function specs
     json_output: bool = False
+    # A client's own choices, as OpenAI's API takes them (sent only with `tools`; a
+    # `response_format` wins over `json_output`).
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
     stream: bool = True
 
 
@@ -173,6 +178,9 @@ class AgentTurn:
     max_steps: int = 8
     allow_high_risk: bool = False  # high-risk tools run without an approval
     keeper: LoopKeeper | None = None
+    # The caller's own function specs, offered with the tools but never run: a model turn that
+    # calls one ends the loop with the calls of it (the caller runs them).
+    client_tools: list[dict[str, Any]] = field(default_factory=list)
 
 
 class AgentRunner(Protocol):

@@ -30,6 +30,9 @@ def cache_key(cfg: ModelConfig, request: LLMRequest, params: dict[str, Any]) -> 
         "params": params,
         "json": request.json_output,
         "tools": request.tools or [],
+        "tool_choice": request.tool_choice,
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "response_format": request.response_format,
         "messages": request.messages,
     }
     blob = json.dumps(material, sort_keys=True, ensure_ascii=False, default=str)

@@ -150,7 +150,13 @@ class OpenAIEndpoint:
         body: dict[str, Any] = {"model": self.config.model, "messages": request.messages, **params}
         if request.tools:
             body["tools"] = request.tools
-        if request.json_output:
+            if request.tool_choice is not None:
+                body["tool_choice"] = request.tool_choice
+            if request.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = request.parallel_tool_calls
+        if request.response_format is not None:
+            body["response_format"] = request.response_format
+        elif request.json_output:
             body["response_format"] = {"type": "json_object"}
         if request.stream:
             body["stream"] = True

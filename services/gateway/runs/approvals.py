@@ -3,9 +3,9 @@ message that carries it to the dispatcher running the task (`P.tasks.resume`).""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session, select
 
 from services.gateway.access.principal import Principal
@@ -28,6 +28,23 @@ class Approval(BaseModel):
     decision: Literal["approve", "reject"]
     comment: str | None = Field(default=None, max_length=4000)
     node_id: str | None = Field(default=None, max_length=64)
+    # A high-risk tool call approved with these arguments instead of the model's (an edit).
+    args: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _args_approve(self) -> Approval:
+        if self.args is not None and self.decision != "approve":
+            raise ValueError("`args` edits a call that is approved: the decision must be `approve`")
+        return self
+
+
+async def _check_edit(bus: Bus, task_id: str, node_id: str) -> None:
+    """Edited arguments go to a tool call's approval only (an approval node has no call)."""
+    request = await last_event(bus, task_id, "exec")
+    if not isinstance(request, ApprovalRequestEvent) or request.node_id != node_id or request.call_id is None:
+        raise ApiProblem(422, "Invalid request", "`args` is not supported here: the approval waiting is not a tool "
+                                                 "call's (only a tool call's arguments can be edited).",
+                         errors=[{"code": "unsupported", "field": "args", "message": "not a tool call's approval"}])
 
 
 def _waiting_node(session: Session, task: Task, node_id: str | None, in_log: list[str] | None) -> str:
@@ -90,7 +107,10 @@ async def approve(db: Database, bus: Bus, user: Principal, task_id: str, body: A
         if in_log is None:
             raise
         node_id = await db.run(_approval_target, user, task_id, body.node_id, in_log)
-    message = ResumeMessage(task_id=task_id, node_id=node_id, decision=body.decision, by=user.id, comment=body.comment)
+    if body.args is not None:
+        await _check_edit(bus, task_id, node_id)
+    message = ResumeMessage(task_id=task_id, node_id=node_id, decision=body.decision, by=user.id, comment=body.comment,
+                            args=body.args)
     # The same wait decided twice (a double click) is one message; a later wait of the same node
     # (an agent's next high-risk tool call) is another: the event log has moved on since.
     wait = await last_event_n(bus, task_id)

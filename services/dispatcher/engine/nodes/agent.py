@@ -11,8 +11,9 @@ from typing import Any
 from services.dispatcher.engine.context import NodeContext, NodeError, NodeLLM
 from services.dispatcher.engine.spans import traced
 from services.dispatcher.harness.evaluate import EvalOutcome, Evaluator
-from services.dispatcher.llm.api import LLMRequest, LLMResult
+from services.dispatcher.llm.api import LLMRequest, LLMResult, ToolCallRequest
 from shared.contract.dsl import AgentConfig
+from shared.contract.events import ToolCallEvent
 
 DEFAULT_EVALUATOR = Evaluator()
 
@@ -32,23 +33,69 @@ async def run_agent_body(ctx: NodeContext, config: AgentConfig, prefix: str,
         messages.append({"role": "system", "content": ctx.render(f"{prefix}.system", extra)})
     if config.history is not None:
         messages.extend(history_messages(ctx.node.id, ctx.evaluate(f"{prefix}.history", extra)))
-    messages.append({"role": "user", "content": ctx.render(f"{prefix}.prompt", extra)})
+    prompt = ctx.render(f"{prefix}.prompt", extra)
+    # A caller whose conversation ends with tool results (an OpenAI client's `role: tool`
+    # messages) has no new words: the model reads on from the results.
+    if prompt or not messages or messages[-1]["role"] != "tool":
+        messages.append({"role": "user", "content": prompt})
     request = LLMRequest(messages=messages, model=config.model or None, temperature=config.temperature,
-                         max_tokens=config.max_tokens, json_output=config.output == "json", stream=stream)
+                         max_tokens=config.max_tokens, json_output=config.output == "json", stream=stream,
+                         tool_choice=config.tool_choice, parallel_tool_calls=config.parallel_tool_calls,
+                         response_format=config.response_format)
     tools = await ctx.tools_for(config.tools)
     if tools:
         defaults = tool_defaults(ctx.render_tree(config.tool_defaults, f"{prefix}.tool_defaults", extra))
-        result = await ctx.run_agent(request, tools, config.max_steps, resumable=resumable, defaults=defaults)
+        result = await ctx.run_agent(request, tools, config.max_steps, resumable=resumable, defaults=defaults,
+                                     client_tools=config.client_tools)
     else:
+        if config.client_tools:
+            request.tools = list(config.client_tools)
         result = await ctx.complete(request, stream=stream)
+    client_calls = [c for c in result.tool_calls if c.name in config.client_tool_names()]
+    if client_calls:
+        await tell_client_calls(ctx, client_calls)
+        return result.text
     if evaluate:
         result = await evaluate_answer(ctx, request, result, stream=stream)
+    check_response_format(ctx.node.id, config.response_format, result.text)
     if config.output == "json":
         return parse_json_output(ctx.node.id, result.text)
     return result.text
 
 
-HISTORY_ROLES = frozenset({"user", "assistant", "system"})
+async def tell_client_calls(ctx: NodeContext, calls: list[ToolCallRequest]) -> None:
+    """The caller's tools the model called: events for the caller to run them (never run here)."""
+    for call in calls:
+        await ctx.emit(ToolCallEvent(task_id=ctx.task.task_id, node_id=ctx.node.id, call_id=call.id,
+                                     tool=call.name, args=call.arguments, client=True))
+
+
+def check_response_format(node_id: str, response_format: dict[str, Any] | None, text: str) -> None:
+    """A `json_object` answer must be a JSON object, a `json_schema` one must conform to the
+    schema: anything else fails the node (`bad_output`), never passed on as if it were valid."""
+    kind = (response_format or {}).get("type")
+    if kind not in ("json_object", "json_schema"):
+        return
+    value = parse_json_output(node_id, text)
+    if kind == "json_object":
+        if not isinstance(value, dict):
+            raise NodeError("bad_output", f"node {node_id!r}: the model's answer is not a JSON object")
+        return
+    spec = (response_format or {}).get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        return
+    from jsonschema.validators import validator_for
+
+    validator = validator_for(schema)(schema)
+    error = next(iter(sorted(validator.iter_errors(value), key=lambda e: list(e.path))), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        raise NodeError("bad_output", f"node {node_id!r}: the model's answer does not match the response "
+                                      f"format's JSON schema at {where}: {error.message}")
+
+
+HISTORY_ROLES = frozenset({"user", "assistant", "system", "tool"})
 
 
 def tool_defaults(rendered: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -59,9 +106,11 @@ def tool_defaults(rendered: dict[str, dict[str, Any]]) -> dict[str, dict[str, An
     return {tool: args for tool, args in kept.items() if args}
 
 
-def history_messages(node_id: str, value: Any) -> list[dict[str, str]]:
+def history_messages(node_id: str, value: Any) -> list[dict[str, Any]]:
     """The `history` field's value as model messages: a list (or its JSON text) of
-    `{role, content}` with role user, assistant or system; anything else fails the node."""
+    `{role, content}` with role user, assistant or system — an assistant's may carry the
+    `tool_calls` it made (content null then), and a `tool` message answers one by its
+    `tool_call_id`; anything else fails the node."""
     if isinstance(value, str):
         if not value.strip():
             return []
@@ -73,15 +122,32 @@ def history_messages(node_id: str, value: Any) -> list[dict[str, str]]:
         value = []
     if not isinstance(value, list):
         raise NodeError("template", f"node {node_id!r}: `history` must give a list of {{role, content}} messages")
-    out: list[dict[str, str]] = []
+    out: list[dict[str, Any]] = []
     for index, item in enumerate(value):
-        role = item.get("role") if isinstance(item, Mapping) else None
-        content = item.get("content") if isinstance(item, Mapping) else None
-        if role not in HISTORY_ROLES or not isinstance(content, str):
+        message = _history_message(item)
+        if message is None:
             raise NodeError("template", f"node {node_id!r}: `history[{index}]` is not a {{role, content}} message "
-                                        f"with role user, assistant or system")
-        out.append({"role": role, "content": content})
+                                        f"with role user, assistant or system (or an assistant's `tool_calls`, "
+                                        f"or a `tool` result with its `tool_call_id`)")
+        out.append(message)
     return out
+
+
+def _history_message(item: Any) -> dict[str, Any] | None:
+    role = item.get("role") if isinstance(item, Mapping) else None
+    content = item.get("content") if isinstance(item, Mapping) else None
+    if role not in HISTORY_ROLES or not (isinstance(content, str) or content is None):
+        return None
+    calls = item.get("tool_calls")
+    if role == "assistant" and isinstance(calls, list) and calls:
+        if not all(isinstance(c, Mapping) and isinstance(c.get("id"), str) and isinstance(c.get("function"), Mapping)
+                   for c in calls):
+            return None
+        return {"role": role, "content": content, "tool_calls": [dict(c) for c in calls]}
+    if role == "tool":
+        call_id = item.get("tool_call_id")
+        return {"role": role, "content": content or "", "tool_call_id": call_id} if isinstance(call_id, str) else None
+    return {"role": role, "content": content} if content is not None else None
 
 
 def parse_json_output(node_id: str, text: str) -> Any:

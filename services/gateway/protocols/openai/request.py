@@ -3,15 +3,19 @@ a run: the user's last message is the run's text, the messages before it are the
 client holds (a stateless request's memory window, `tool` messages left out).
 
 Sampling parameters (`temperature`, `max_tokens`, …) are accepted and ignored: the assistant's
-graph and the platform's model chain and token budget decide them. What Agentix does not honour is
-a 400 naming the parameter: `n` > 1, `logprobs`, `top_logprobs`, audio output, client-side
-`tools`/`functions` (the assistant's own server-side tools run), a `response_format` other than
-text, and content parts other than text (images, audio, files).
+graph and the platform's model chain and token budget decide them. The client's function `tools`,
+`tool_choice` and `response_format` reach the model (`ClientChoices`); the history may carry the
+assistant's `tool_calls` and the `role: tool` results, and may end with them. What Agentix does
+not honour is a 400 naming the parameter: `n` > 1, `logprobs`, `top_logprobs`, audio output, the
+legacy `functions`/`function_call` and `function` role, tools other than functions, and content
+parts other than text (images, audio, files).
 
 The tier-1 guardrail reads what the user wrote (`Prompt.strings`): the user's messages, never the
 client's own system/developer instructions, the assistant's turns or tool results."""
 
 from __future__ import annotations
+
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,11 +33,26 @@ class ContentPart(BaseModel):
     text: str | None = None
 
 
+class FunctionCall(BaseModel):
+    name: str = Field(min_length=1, max_length=128)
+    arguments: str = ""
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1, max_length=200)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class Message(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: str = Field(max_length=32)
     content: str | list[ContentPart] | None = None
+    tool_calls: list[ToolCall] | None = None  # an assistant's
+    tool_call_id: str | None = Field(default=None, max_length=200)  # a `tool` message's
 
     @property
     def text(self) -> str:
@@ -64,26 +83,66 @@ class ChatCompletionRequest(BaseModel):
     tools: list[dict[str, object]] | None = None
     functions: list[dict[str, object]] | None = None
     tool_choice: str | dict[str, object] | None = None
+    parallel_tool_calls: bool | None = None
     function_call: str | dict[str, object] | None = None
     response_format: dict[str, object] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
 
     @property
     def include_usage(self) -> bool:
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+class ClientChoices(BaseModel):
+    """What the client chose for the model: its function tools (never run by Agentix: a call of
+    one ends the answer with `tool_calls`), `tool_choice`, and `response_format`."""
+
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
+    # Sampling the answering agent takes (an agent node's own `temperature`, `max_tokens`).
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+    def agent_config(self) -> dict[str, Any]:
+        """The answering agent's config fields (see docs/DSL.md, `client_tools`)."""
+        config: dict[str, Any] = {}
+        if self.tools:
+            config["client_tools"] = self.tools
+            if self.tool_choice is not None:
+                config["tool_choice"] = self.tool_choice
+            if self.parallel_tool_calls is not None:
+                config["parallel_tool_calls"] = self.parallel_tool_calls
+        if self.response_format is not None:
+            config["response_format"] = self.response_format
+        if self.temperature is not None:
+            config["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            config["max_tokens"] = self.max_tokens
+        return config
+
+
 class Prompt(BaseModel):
-    """The run's input: the last user message, and the turns the client sent before it."""
+    """The run's input: the last user message (empty when the client's last messages are tool
+    results), and the turns the client sent before it."""
 
     text: str
-    history: list[dict[str, str]]
+    history: list[dict[str, Any]]
+    client: ClientChoices = Field(default_factory=ClientChoices)
+
+    @property
+    def carries_tool_turns(self) -> bool:
+        return any(m["role"] == "tool" or m.get("tool_calls") for m in self.history)
 
     def strings(self) -> list[str]:
         """What the tier-1 guardrail reads: what the user wrote (the last message and the user's
         earlier turns). System/developer messages are the client's own instructions (an agent
-        framework's retry prompt may well warn the model about `<system>` tags) and assistant
-        turns are the model's: neither is the user's input."""
-        return [self.text, *(m["content"] for m in self.history if m["role"] == "user")]
+        framework's retry prompt may well warn the model about `<system>` tags), assistant
+        turns are the model's and tool results the client's tools': none is the user's input."""
+        return [t for t in [self.text, *(m["content"] for m in self.history if m["role"] == "user")] if t]
 
 
 def _unsupported(param: str, why: str) -> ApiProblem:
@@ -102,18 +161,18 @@ def refuse_unsupported(body: ChatCompletionRequest) -> None:
     if body.audio is not None or any(m != "text" for m in body.modalities or []):
         raise _unsupported("audio" if body.audio is not None else "modalities",
                            "Agentix answers in text only.")
-    for param in ("tools", "functions"):
-        if getattr(body, param):
-            raise _unsupported(param, "client-side tools are not offered to the model yet; the assistant's own "
-                                      "server-side tools run (model agentix-react).")
-    for param in ("tool_choice", "function_call"):
-        if getattr(body, param) not in (None, "none", "auto"):
-            raise _unsupported(param, "there are no client-side tools to choose from.")
-    if body.response_format is not None and body.response_format.get("type") != "text":
-        raise _unsupported("response_format", "JSON mode and JSON schemas are not passed to the model yet; "
-                                              "ask for JSON in the message, or use a workflow whose agent has "
-                                              "`output: json`.")
+    if body.functions:
+        raise _unsupported("functions", "the legacy `functions` are not taken: send them as `tools`.")
+    if body.function_call is not None:
+        raise _unsupported("function_call", "the legacy `function_call` is not taken: use `tool_choice`.")
+    check_tools(body.tools or [], "tools")
+    if not body.tools and body.tool_choice not in (None, "none", "auto"):
+        raise _unsupported("tool_choice", "there are no `tools` to choose from.")
+    check_response_format(body.response_format, "response_format")
     for index, message in enumerate(body.messages):
+        if message.role == "function":
+            raise _unsupported(f"messages[{index}].role", "the legacy `function` role is not taken: send the "
+                                                          "result as a `tool` message with its `tool_call_id`.")
         parts = message.content if isinstance(message.content, list) else []
         other = next((p.type for p in parts if p.type != "text"), None)
         if other is not None:
@@ -121,15 +180,66 @@ def refuse_unsupported(body: ChatCompletionRequest) -> None:
                                                              "the assistants take text only.")
 
 
+def check_tools(tools: list[dict[str, Any]], where: str) -> None:
+    """Function tools only, each named once (what the model can be offered)."""
+    names: set[str] = set()
+    for index, tool in enumerate(tools):
+        function = tool.get("function")
+        if tool.get("type") != "function":
+            raise _unsupported(f"{where}[{index}].type", f"`{tool.get('type')}` tools are not supported: "
+                                                         "function tools only.")
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name or name in names:
+            raise ApiProblem(400, "Bad Request", f"`{where}[{index}].function.name` must be a name given once.",
+                             errors=[{"code": "invalid_value", "message": "function name",
+                                      "field": f"{where}[{index}].function.name"}])
+        names.add(name)
+
+
+def check_response_format(response_format: dict[str, Any] | None, where: str) -> None:
+    kind = (response_format or {}).get("type", "text")
+    if kind not in ("text", "json_object", "json_schema"):
+        raise _unsupported(f"{where}.type", f"`{kind}` is not a response format Agentix knows: text, "
+                                            "json_object or json_schema.")
+    if kind == "json_schema":
+        spec = (response_format or {}).get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+            raise ApiProblem(400, "Bad Request", f"`{where}.json_schema` must be an object with a `schema`.",
+                             errors=[{"code": "invalid_value", "message": "json_schema",
+                                      "field": f"{where}.json_schema"}])
+
+
+def _history_turn(message: Message) -> dict[str, Any] | None:
+    if message.role == "tool":
+        return {"role": "tool", "content": message.text, "tool_call_id": message.tool_call_id or ""}
+    if message.role == "assistant" and message.tool_calls:
+        return {"role": "assistant", "content": message.text or None,
+                "tool_calls": [c.model_dump(include={"id", "type", "function"}) for c in message.tool_calls]}
+    if message.role in _HISTORY_ROLES and message.text:
+        return {"role": _HISTORY_ROLES[message.role], "content": message.text}
+    return None
+
+
 def prompt_of(body: ChatCompletionRequest) -> Prompt:
     last = body.messages[-1]
-    if last.role != "user" or not last.text.strip():
-        raise ApiProblem(400, "Bad Request", "The last message must be the user's, with text.",
+    for index, message in enumerate(body.messages):
+        if message.role == "tool" and not message.tool_call_id:
+            raise ApiProblem(400, "Bad Request", f"`messages[{index}]` is a tool result without its `tool_call_id`.",
+                             errors=[{"code": "missing_required_parameter", "message": "tool_call_id",
+                                      "field": f"messages[{index}].tool_call_id"}])
+    if last.role != "tool" and (last.role != "user" or not last.text.strip()):
+        raise ApiProblem(400, "Bad Request", "The last message must be the user's, with text, or a tool result.",
                          errors=[{"code": "invalid_value", "message": "last message", "field": "messages"}])
     if len(last.text) > MAX_TEXT:
         raise ApiProblem(400, "Bad Request", f"The last message is longer than {MAX_TEXT} characters.",
                          errors=[{"code": "string_too_long", "message": "too long", "field": "messages"}])
     # The client's messages are the window, as sent (a conversation's window is the server's).
-    earlier = [{"role": _HISTORY_ROLES[m.role], "content": m.text} for m in body.messages[:-1]
-               if m.role in _HISTORY_ROLES and m.text]
-    return Prompt(text=last.text, history=earlier)
+    # Ending with tool results, they all are the history and there are no new words.
+    sent = body.messages if last.role == "tool" else body.messages[:-1]
+    earlier = [turn for turn in map(_history_turn, sent) if turn is not None]
+    client = ClientChoices(tools=body.tools or [], tool_choice=body.tool_choice,
+                           parallel_tool_calls=body.parallel_tool_calls,
+                           response_format=None if (body.response_format or {}).get("type", "text") == "text"
+                           else body.response_format,
+                           temperature=body.temperature, max_tokens=body.max_completion_tokens or body.max_tokens)
+    return Prompt(text="" if last.role == "tool" else last.text, history=earlier, client=client)

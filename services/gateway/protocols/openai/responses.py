@@ -1,11 +1,12 @@
-"""`POST /v1/responses`, the first part of OpenAI's Responses API: a stateless text answer of an
-assistant, whole or streamed as the typed events (`response.created`, `response.in_progress`,
-`response.output_item.added`, `response.content_part.added`, `response.output_text.delta`,
-`response.output_text.done`, `response.content_part.done`, `response.output_item.done`,
-`response.completed` with usage; `response.reasoning_summary_text.delta` for thinking;
-`response.failed` for a run that failed), each with its `sequence_number`. It is a translator of
-the one run feed, as chat completions are (`CompletionFrames`): the same `Translator` folds the
-run's events. What it does not do yet is a 400 naming the parameter (see docs/API.md)."""
+"""`POST /v1/responses`, OpenAI's Responses API: an assistant's answer, whole or streamed as the
+typed events (`response.created`, `response.in_progress`, `response.output_item.added`,
+`response.content_part.added`, `response.output_text.delta`, `response.output_text.done`,
+`response.content_part.done`, `response.output_item.done`, `response.completed` with usage;
+`response.reasoning_summary_text.delta` for thinking; a call of a client's function tool as a
+`function_call` item with `response.function_call_arguments.delta`/`.done`; `response.failed`
+for a run that failed), each with its `sequence_number`. It is a translator of the one run feed,
+as chat completions are (`CompletionFrames`): the same `Translator` folds the run's events. The
+request's side is `response_input`."""
 
 from __future__ import annotations
 
@@ -15,13 +16,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from services.gateway.access.principal import Principal
 from services.gateway.db import Database
-from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.errors import error_body
-from services.gateway.protocols.openai.request import Prompt
+from services.gateway.protocols.openai.response_input import ResponseRequest
 from services.gateway.protocols.openai.stream import abandon
 from services.gateway.protocols.openai.translate import Ending, Translator
 from services.gateway.runs.frames import Entry
@@ -30,65 +28,6 @@ from shared.bus import Bus
 
 log = logging.getLogger("agentix.gateway.openai")
 _BROKE = "The gateway lost the run's event stream; the run may still be going."
-
-# Parameters that change nothing when left at these values; anything else is refused by name.
-_NOT_YET: dict[str, tuple[Any, ...]] = {
-    "tools": (None, []), "tool_choice": (None, "auto", "none"), "previous_response_id": (None,),
-    "conversation": (None,), "background": (None, False), "include": (None, []), "prompt": (None,),
-    "text": (None,), "reasoning": (None,), "parallel_tool_calls": (None, True, False), "top_logprobs": (None, 0),
-}
-_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
-
-
-class ResponseRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    model: str = Field(min_length=1, max_length=200)
-    input: str | list[dict[str, Any]]
-    instructions: str | None = None
-    stream: bool = False
-    store: bool | None = None
-    metadata: dict[str, str] | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
-
-
-def _refuse(param: str, why: str) -> ApiProblem:
-    return ApiProblem(400, "Bad Request", f"`{param}` is not supported: {why}",
-                      errors=[{"code": "unsupported_parameter", "message": why, "field": param}])
-
-
-def _text_of(content: Any, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    texts: list[str] = []
-    for index, part in enumerate(content if isinstance(content, list) else []):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in ("input_text", "output_text", "text"):
-            raise _refuse(f"{where}.content[{index}]", f"`{kind}` content does not reach the model: text only.")
-        texts.append(str(part.get("text") or ""))
-    return "".join(texts)
-
-
-def prompt_of(body: ResponseRequest) -> Prompt:
-    """The run's input: the last user message, the items before it as history, `instructions`
-    first as a system message. Only message items for now."""
-    extra = body.model_extra or {}
-    for param, fine in _NOT_YET.items():
-        value = extra.get(param)
-        if value not in fine:
-            raise _refuse(param, "the Responses API here answers stateless text requests for now.")
-    items = [{"role": "user", "content": body.input}] if isinstance(body.input, str) else body.input
-    turns: list[dict[str, str]] = []
-    for index, item in enumerate(items):
-        where = f"input[{index}]"
-        if item.get("type", "message") != "message" or item.get("role") not in _ROLES:
-            raise _refuse(f"{where}.type", f"`{item.get('type')}` items are not supported yet: messages only.")
-        turns.append({"role": _ROLES[item["role"]], "content": _text_of(item.get("content"), where)})
-    if not turns or turns[-1]["role"] != "user" or not turns[-1]["content"].strip():
-        raise ApiProblem(400, "Bad Request", "The last input item must be the user's message, with text.",
-                         errors=[{"code": "invalid_value", "message": "last item", "field": "input"}])
-    history = ([{"role": "system", "content": body.instructions}] if body.instructions else []) + turns[:-1]
-    return Prompt(text=turns[-1]["content"], history=history)
 
 
 def _sse(event: dict[str, Any]) -> bytes:
@@ -131,21 +70,33 @@ class ResponseFrames:
         self._seq += 1
         return _sse(event) if self.streamed and event["sequence_number"] > self.starting_after else b""
 
+    @property
+    def _base(self) -> int:
+        """The output index of the first item after the reasoning (when the model thought)."""
+        return 1 if self.translator.reasoning else 0
+
+    def _call_index(self, index: int) -> int:
+        return self._base + (1 if self._text_open else 0) + index
+
     def response(self, status: str, ending: Ending | None = None) -> dict[str, Any]:
         output: list[dict[str, Any]] = []
         if self.translator.reasoning:
             output.append({"type": "reasoning", "id": f"rs_{self.translator.started.run_id}",
                            "summary": [{"type": "summary_text", "text": "".join(self.translator.reasoning)}]})
         if status != "in_progress" and ending is not None and ending.error is None:
-            output.append(self._message("completed"))
+            if self.translator.text or not self.translator.tool_calls:
+                output.append(self._message("completed"))
+            output.extend(_function_call(call, "completed") for call in self.translator.tool_calls)
         usage = ending.usage if ending else None
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        body = self.body
         return {"id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-                "model": self.model, "output": output, "instructions": self.body.instructions,
-                "metadata": self.body.metadata or {}, "max_output_tokens": self.body.max_output_tokens,
-                "parallel_tool_calls": False, "tool_choice": "auto", "tools": [], "store": False,
-                "previous_response_id": None, "temperature": None, "top_p": None, "truncation": "disabled",
-                "text": {"format": {"type": "text"}},
+                "model": self.model, "output": output, "instructions": body.instructions,
+                "metadata": body.metadata or {}, "max_output_tokens": body.max_output_tokens,
+                "parallel_tool_calls": body.parallel_tool_calls is not False,
+                "tool_choice": body.tool_choice or "auto", "tools": body.tools or [], "store": bool(body.store),
+                "previous_response_id": body.previous_response_id, "temperature": body.temperature, "top_p": None,
+                "truncation": "disabled", "text": {"format": (body.text or {}).get("format") or {"type": "text"}},
                 "error": ending.error["error"] if ending and ending.error else None,
                 "incomplete_details": ({"reason": "max_output_tokens"}
                                        if ending and ending.finish_reason == "length" else None),
@@ -168,11 +119,38 @@ class ResponseFrames:
         if self._text_open:
             return b""
         self._text_open = True
-        index = 1 if self.translator.reasoning else 0
-        return (self._event("response.output_item.added", output_index=index,
+        return (self._event("response.output_item.added", output_index=self._base,
                             item=self._message("in_progress", text=None))
-                + self._event("response.content_part.added", item_id=self.message_id, output_index=index,
+                + self._event("response.content_part.added", item_id=self.message_id, output_index=self._base,
                               content_index=0, part={"type": "output_text", "text": "", "annotations": []}))
+
+    def _close_text(self) -> bytes:
+        """The message's closing events (its text is all there: tail included)."""
+        ending = self.translator.ending
+        out = []
+        if ending is not None and ending.tail:
+            out.append(self._event("response.output_text.delta", item_id=self.message_id, output_index=self._base,
+                                   content_index=0, delta=ending.tail, logprobs=[]))
+        text = self.translator.text
+        out.append(self._event("response.output_text.done", item_id=self.message_id, output_index=self._base,
+                               content_index=0, text=text, logprobs=[]))
+        out.append(self._event("response.content_part.done", item_id=self.message_id, output_index=self._base,
+                               content_index=0, part={"type": "output_text", "text": text, "annotations": []}))
+        out.append(self._event("response.output_item.done", output_index=self._base,
+                               item=self._message("completed")))
+        return b"".join(out)
+
+    def _call_events(self, call: dict[str, Any], index: int) -> bytes:
+        """A client tool call, whole: its item, its arguments (in one piece) and its end."""
+        item_id, at = f"fc_{call['id']}", self._call_index(index)
+        arguments = call["function"]["arguments"]
+        return (self._event("response.output_item.added", output_index=at, item=_function_call(call, "in_progress",
+                                                                                                arguments=""))
+                + self._event("response.function_call_arguments.delta", item_id=item_id, output_index=at,
+                              delta=arguments)
+                + self._event("response.function_call_arguments.done", item_id=item_id, output_index=at,
+                              name=call["function"]["name"], arguments=arguments)
+                + self._event("response.output_item.done", output_index=at, item=_function_call(call, "completed")))
 
     def frames(self, entry: Entry) -> bytes:
         delta = self.translator.feed(entry.event)
@@ -181,9 +159,11 @@ class ResponseFrames:
         if delta.reasoning is not None:
             return self._event("response.reasoning_summary_text.delta", item_id=f"rs_{self.translator.started.run_id}",
                                output_index=0, summary_index=0, delta=delta.reasoning)
+        if delta.tool_call is not None:
+            return b""  # said whole at the end, after the message's text (the output's order)
         return self._open_text() + self._event("response.output_text.delta", item_id=self.message_id,
-                                               output_index=1 if self.translator.reasoning else 0,
-                                               content_index=0, delta=delta.content or "", logprobs=[])
+                                               output_index=self._base, content_index=0,
+                                               delta=delta.content or "", logprobs=[])
 
     def caught_up(self) -> bytes:
         return b""
@@ -194,20 +174,19 @@ class ResponseFrames:
             return b""
         if ending.error is not None:
             return self._event("response.failed", response=self.response("failed", ending))
-        out = [self._open_text()]
-        index = 1 if self.translator.reasoning else 0
-        if ending.tail:
-            out.append(self._event("response.output_text.delta", item_id=self.message_id, output_index=index,
-                                   content_index=0, delta=ending.tail, logprobs=[]))
-        text = self.translator.text
-        out.append(self._event("response.output_text.done", item_id=self.message_id, output_index=index,
-                               content_index=0, text=text, logprobs=[]))
-        out.append(self._event("response.content_part.done", item_id=self.message_id, output_index=index,
-                               content_index=0, part={"type": "output_text", "text": text, "annotations": []}))
-        out.append(self._event("response.output_item.done", output_index=index, item=self._message("completed")))
+        calls = self.translator.tool_calls
+        out = [] if calls and not self._text_open and not ending.tail else [self._open_text(), self._close_text()]
+        out.extend(self._call_events(call, index) for index, call in enumerate(calls))
         status = "incomplete" if ending.finish_reason == "length" else "completed"
         out.append(self._event(f"response.{status}", response=self.response(status, ending)))
         return b"".join(out)
+
+
+def _function_call(call: dict[str, Any], status: str, arguments: str | None = None) -> dict[str, Any]:
+    """A client tool call as the Responses API's `function_call` output item."""
+    function = call["function"]
+    return {"type": "function_call", "id": f"fc_{call['id']}", "call_id": call["id"], "name": function["name"],
+            "arguments": function["arguments"] if arguments is None else arguments, "status": status}
 
 
 async def streamed(state: Any, db: Database, bus: Bus, user: Principal, frames: ResponseFrames,

@@ -10,7 +10,15 @@ from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
-from services.gateway.protocols.openai import assistants, embeddings, responses, start, stored, stream
+from services.gateway.protocols.openai import (
+    assistants,
+    embeddings,
+    response_input,
+    responses,
+    start,
+    stored,
+    stream,
+)
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
 from services.gateway.protocols.openai.request import ChatCompletionRequest, prompt_of, refuse_unsupported
@@ -72,9 +80,12 @@ async def create_embeddings(body: embeddings.EmbeddingRequest, user: Caller, bus
 
 
 @router.post("/responses", response_model=None)
-async def create_response(body: responses.ResponseRequest, request: Request, user: Caller, db: DatabaseDep,
+async def create_response(body: response_input.ResponseRequest, request: Request, user: Caller, db: DatabaseDep,
                           bus: BusDep) -> JSONResponse | EventSourceResponse:
-    prompt = responses.prompt_of(body)
+    response_input.prompt_of(body)  # a bad request is refused before the previous response is read
+    earlier = (await stored.previous_turns(request.app.state, db, bus, user, body.previous_response_id)
+               if body.previous_response_id else None)
+    prompt = response_input.prompt_of(body, earlier)
     assistant = await db.run(assistants.resolve, user, body.model)
     grey = await guard(request, prompt.strings())
     new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)

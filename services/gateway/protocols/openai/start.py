@@ -18,7 +18,7 @@ from sqlmodel import Session
 
 from services.gateway.access.principal import Principal
 from services.gateway.chat import conversations, messages, queue
-from services.gateway.chat.modes import Mode, graph_for
+from services.gateway.chat.modes import ANSWER_NODE, Mode, graph_for
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.assistants import Assistant
@@ -80,16 +80,40 @@ async def _post(db: Database, bus: Bus, user: Principal, conversation_id: str, m
     return Started(run_id=accepted["run"]["id"], conversation_id=conversation_id)
 
 
+def _refuse_client_choices(prompt: Prompt, why: str) -> None:
+    """A run whose graph is not built for this request cannot take the client's tools, format or
+    tool turns: a 400 naming what was sent."""
+    for param, given in (("tools", prompt.client.tools), ("tool_choice", prompt.client.tool_choice),
+                         ("response_format", prompt.client.response_format),
+                         ("messages", prompt.carries_tool_turns or not prompt.text)):
+        if given:
+            what = "tool calls and results" if param == "messages" else f"`{param}`"
+            raise ApiProblem(400, "Bad Request", f"{what} cannot be taken here: {why}",
+                             errors=[{"code": "unsupported_parameter", "message": why, "field": param}])
+
+
+def _graph(mode: Mode, prompt: Prompt) -> dict[str, Any]:
+    """The chat mode's graph, its answering agent given the client's choices (docs/DSL.md)."""
+    dsl = graph_for(mode)
+    for node in dsl["nodes"]:
+        if node["id"] == ANSWER_NODE:
+            node["config"].update(prompt.client.agent_config())
+    return dsl
+
+
 async def _stateless(db: Database, bus: Bus, user: Principal, assistant: Assistant, prompt: Prompt,
                      grey: list[str], before_queue: BeforeQueue | None) -> Started:
     task_input: dict[str, Any] = {"text": prompt.text}
     if assistant.workflow is not None:
+        _refuse_client_choices(prompt, f"the workflow `{assistant.id}` has its own agents and tools; use a "
+                                       "built-in model (agentix-react, agentix-direct).")
         if assistant.takes_history:
             task_input["history"] = prompt.history
         body = tasks.SubmitTask(workflow_id=assistant.workflow.id, input=task_input, options=TaskOptions())
     else:
         task_input["history"] = prompt.history
-        body = tasks.SubmitTask(dsl=graph_for(assistant.mode or "react"), input=task_input, options=TaskOptions())
+        body = tasks.SubmitTask(dsl=_graph(assistant.mode or "react", prompt), input=task_input,
+                                options=TaskOptions())
     task, _, _ = await tasks.submit(db, bus, user, body, None, grey, before_queue)
     return Started(run_id=task.id, conversation_id=None)
 
@@ -103,6 +127,8 @@ async def start(db: Database, bus: Bus, user: Principal, assistant: Assistant, p
     if assistant.mode is None:
         raise _bad_header(f"A conversation runs the built-in chat agent (model agentix-<mode>); the workflow "
                           f"`{assistant.id}` answers stateless requests only.")
+    _refuse_client_choices(prompt, "a conversation's runs answer its user's messages; send the request without "
+                                   "the conversation headers (stateless) to use them.")
     conversation_id = wish
     if wish == NEW:
         conversation_id = await db.run(_open_conversation, user, assistant.mode, prompt)

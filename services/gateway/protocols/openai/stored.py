@@ -12,7 +12,8 @@ from sqlmodel import Session
 from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.openai.responses import ResponseFrames, ResponseRequest
+from services.gateway.protocols.openai.response_input import ResponseRequest
+from services.gateway.protocols.openai.responses import ResponseFrames, whole
 from services.gateway.protocols.openai.start import Started
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.runs import submit as tasks
@@ -36,21 +37,62 @@ def _input_of(session: Session, user: Principal, run_id: str) -> dict[str, Any]:
         raise ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`.", type_="not_found") from exc
 
 
+def _turns_given(given: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat-format turns a run was given: its history, then the user's words (none when the
+    last turns were tool results)."""
+    turns = [t for t in given.get("history") or [] if isinstance(t, dict)]
+    text = str(given.get("text") or "")
+    return [*turns, {"role": "user", "content": text}] if text else turns
+
+
+def _items_of(turn: dict[str, Any], run_id: str, index: int) -> list[dict[str, Any]]:
+    """One chat-format turn as the Responses API's items."""
+    if turn.get("role") == "tool":
+        return [{"type": "function_call_output", "id": f"fco_{run_id}_{index}", "status": "completed",
+                 "call_id": str(turn.get("tool_call_id")), "output": str(turn.get("content") or "")}]
+    items: list[dict[str, Any]] = []
+    if turn.get("content"):
+        items.append({"type": "message", "id": f"msg_{run_id}_{index}", "status": "completed",
+                      "role": str(turn.get("role")),
+                      "content": [{"type": "input_text", "text": str(turn.get("content") or "")}]})
+    for call in turn.get("tool_calls") or []:
+        function = call.get("function") or {}
+        items.append({"type": "function_call", "id": f"fc_{call.get('id')}", "status": "completed",
+                      "call_id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")})
+    return items
+
+
 async def input_items(db: Database, user: Principal, response_id: str, order: str) -> dict[str, Any]:
-    """The messages the response's run was given (the earlier turns, then the user's), as
+    """The items the response's run was given (the earlier turns, then the user's), as
     `input_items` lists them: newest first unless `order=asc`, in one page."""
     run_id = _run_id(response_id)
     given = await db.run(_input_of, user, run_id)
-    turns = [t for t in given.get("history") or [] if isinstance(t, dict)]
-    turns.append({"role": "user", "content": str(given.get("text") or "")})
-    items = [{"type": "message", "id": f"msg_{run_id}_{index}", "status": "completed",
-              "role": str(turn.get("role")),
-              "content": [{"type": "input_text", "text": str(turn.get("content") or "")}]}
-             for index, turn in enumerate(turns)]
+    items = [item for index, turn in enumerate(_turns_given(given)) for item in _items_of(turn, run_id, index)]
     if order != "asc":
         items.reverse()
-    return {"object": "list", "data": items, "first_id": items[0]["id"], "last_id": items[-1]["id"],
-            "has_more": False}
+    return {"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
+            "last_id": items[-1]["id"] if items else None, "has_more": False}
+
+
+async def previous_turns(state: Any, db: Database, bus: Bus, user: Principal, response_id: str) -> list[dict[str, Any]]:
+    """`previous_response_id`: the turns that response's run was given and its answer (its text,
+    or the client tool calls it ended with), to go before the new input. Each run keeps all the
+    turns it was given, so a chain of any length is one read. A response still going is waited
+    for; one that failed cannot be continued (400)."""
+    run_id = _run_id(response_id)
+    given = await db.run(_input_of, user, run_id)
+    frames, live = await frames_of(db, user, response_id, False)
+    answered = await whole(state, bus, frames, live)
+    if answered["status"] not in ("completed", "incomplete"):
+        raise ApiProblem(400, "Bad Request", f"The response `{response_id}` ended {answered['status']}: it cannot "
+                                             "be continued.",
+                         errors=[{"code": "invalid_value", "message": "previous response",
+                                  "field": "previous_response_id"}])
+    translator = frames.translator
+    said: dict[str, Any] = {"role": "assistant", "content": translator.text or None}
+    if translator.tool_calls:
+        said["tool_calls"] = translator.tool_calls
+    return [*_turns_given(given), said]
 
 
 def _owned(session: Session, user: Principal, run_id: str) -> tuple[str, str | None]:

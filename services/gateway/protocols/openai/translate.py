@@ -2,6 +2,9 @@
 thinking (and a plan being written) as `reasoning_content`, and how it ended as a
 `finish_reason`, usage, or an error. One translator serves the stream and the whole completion.
 
+A call of one of the client's own tools (`tool.call` with `client: true`) is a `tool_calls`
+entry, and the answer then ends with `tool_calls`.
+
 Endings: `done` → `stop`; `budget_exceeded` → `length` (the text so far stands); a run that waits
 for a human approval → `stop` with a last paragraph naming the run and where to approve it (an
 OpenAI client cannot answer an approval); failed, timed out, cancelled or interrupted → an error
@@ -24,6 +27,7 @@ from shared.contract.events import (
     StatusEvent,
     ThinkingEvent,
     TokenEvent,
+    ToolCallEvent,
 )
 from shared.contract.models import Usage
 
@@ -36,6 +40,7 @@ _STATUS = {"rate_limited": 429, "timeout": 504, "cancelled": 409}
 class Delta:
     content: str | None = None
     reasoning: str | None = None
+    tool_call: dict[str, Any] | None = None  # one whole call, with its `index`
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -43,7 +48,15 @@ class Delta:
             out["content"] = self.content
         if self.reasoning is not None:
             out["reasoning_content"] = self.reasoning
+        if self.tool_call is not None:
+            out["tool_calls"] = [self.tool_call]
         return out
+
+
+def tool_call_of(event: ToolCallEvent) -> dict[str, Any]:
+    """A client tool call as OpenAI's `tool_calls` entry (arguments as JSON text)."""
+    return {"id": event.call_id, "type": "function",
+            "function": {"name": event.tool, "arguments": json.dumps(event.args, ensure_ascii=False)}}
 
 
 @dataclass
@@ -82,6 +95,7 @@ class Translator:
     reasoning_nodes: frozenset[str] = frozenset()
     content: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # the client's tools the model called
     ending: Ending | None = None
     _asked: str | None = None
     _code: str | None = None
@@ -101,6 +115,9 @@ class Translator:
         if isinstance(event, ThinkingEvent) and event.text:
             self.reasoning.append(event.text)
             return Delta(reasoning=event.text)
+        if isinstance(event, ToolCallEvent) and event.client:
+            self.tool_calls.append(tool_call_of(event))
+            return Delta(tool_call={"index": len(self.tool_calls) - 1, **self.tool_calls[-1]})
         if isinstance(event, ApprovalRequestEvent):
             self._asked = event.message
         elif isinstance(event, StatusEvent):
@@ -112,6 +129,8 @@ class Translator:
         return None
 
     def _ended(self, event: DoneEvent) -> Ending:
+        if event.status == "done" and self.tool_calls:
+            return Ending("tool_calls", usage=event.usage)
         if event.status in _FINISH:
             answer = answer_of(event.output) if event.status == "done" else None
             # Said only when nothing was streamed as text (a workflow without a streaming agent).

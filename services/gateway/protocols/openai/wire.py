@@ -44,6 +44,9 @@ class Head:
 
     def completion(self, translator: Translator, ending: Ending) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": translator.text, "refusal": None}
+        if translator.tool_calls:
+            message["tool_calls"] = translator.tool_calls
+            message["content"] = translator.text or None
         if translator.reasoning:
             message["reasoning_content"] = "".join(translator.reasoning)
         return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,

@@ -1,0 +1,168 @@
+"""The body of `POST /v1/responses` as a run's prompt: `input` (a string or items — messages,
+`function_call`, `function_call_output`; `reasoning` items a client sends back are the model's
+earlier thoughts and are not given to it again), `instructions` first as a system message, the
+turns of `previous_response_id` before them, and the client's choices for the model (function
+`tools`, `tool_choice`, `text.format`) in the shapes the chat completions use, so the same
+answering agent takes them. What Agentix does not honour is a 400 naming the parameter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.gateway.problems import ApiProblem
+from services.gateway.protocols.openai.request import (
+    ClientChoices,
+    Prompt,
+    check_response_format,
+    check_tools,
+)
+
+# Parameters that change nothing when left at these values; anything else is refused by name.
+_NOT_YET: dict[str, tuple[Any, ...]] = {
+    "conversation": (None,), "background": (None, False), "include": (None, []), "prompt": (None,),
+    "reasoning": (None, {}), "top_logprobs": (None, 0), "n": (None, 1),
+}
+_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+_TEXT_PARTS = ("input_text", "output_text", "text")
+
+
+class ResponseRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=200)
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    stream: bool = False
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    text: dict[str, Any] | None = None
+    previous_response_id: str | None = Field(default=None, max_length=200)
+
+
+def refuse(param: str, why: str) -> ApiProblem:
+    return ApiProblem(400, "Bad Request", f"`{param}` is not supported: {why}",
+                      errors=[{"code": "unsupported_parameter", "message": why, "field": param}])
+
+
+def _invalid(field: str, message: str) -> ApiProblem:
+    return ApiProblem(400, "Bad Request", message, errors=[{"code": "invalid_value", "message": message,
+                                                             "field": field}])
+
+
+def _text_of(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for index, part in enumerate(content if isinstance(content, list) else []):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _TEXT_PARTS:
+            raise refuse(f"{where}.content[{index}]", f"`{kind}` content does not reach the model: text only.")
+        texts.append(str(part.get("text") or ""))
+    return "".join(texts)
+
+
+def function_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Responses API's function tools (`{type, name, description, parameters, strict}`) as
+    the chat completions' (`{type, function: {…}}`)."""
+    specs: list[dict[str, Any]] = []
+    for index, tool in enumerate(tools):
+        if tool.get("type") != "function":
+            raise refuse(f"tools[{index}].type", f"`{tool.get('type')}` tools are not supported: function tools only.")
+        function = {k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None}
+        specs.append({"type": "function", "function": function})
+    check_tools(specs, "tools")
+    return specs
+
+
+def tool_choice_of(value: str | dict[str, Any] | None, has_tools: bool) -> str | dict[str, Any] | None:
+    if value is None or value in ("auto", "none"):
+        return value
+    if not has_tools:
+        raise refuse("tool_choice", "there are no `tools` to choose from.")
+    if value == "required":
+        return value
+    if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("name"), str):
+        return {"type": "function", "function": {"name": value["name"]}}
+    raise refuse("tool_choice", "only `auto`, `none`, `required` or a function by name.")
+
+
+def response_format_of(text: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`text.format` as the chat completions' `response_format` (None for plain text)."""
+    extra = [k for k, v in (text or {}).items() if k != "format" and v is not None]
+    if extra:
+        raise refuse(f"text.{extra[0]}", "only `text.format` is taken.")
+    form = (text or {}).get("format") or {"type": "text"}
+    kind = form.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_schema":
+        spec = {k: form[k] for k in ("name", "description", "schema", "strict") if form.get(k) is not None}
+        out: dict[str, Any] = {"type": "json_schema", "json_schema": spec}
+    else:
+        out = {"type": kind}
+    check_response_format(out, "text.format")
+    return out
+
+
+def _turns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        kind = item.get("type", "message")
+        if kind == "message" and item.get("role") in _ROLES:
+            turns.append({"role": _ROLES[item["role"]], "content": _text_of(item.get("content"), where)})
+        elif kind == "function_call":
+            call_id, name = item.get("call_id"), item.get("name")
+            if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+                raise _invalid(where, f"`{where}` is a function_call without its `call_id` and `name`.")
+            call = {"id": call_id, "type": "function",
+                    "function": {"name": name, "arguments": str(item.get("arguments") or "")}}
+            # One assistant turn holds the calls it made together (and the text it said first).
+            if turns and turns[-1]["role"] == "assistant" and "tool_calls" in turns[-1]:
+                turns[-1]["tool_calls"].append(call)
+            elif turns and turns[-1]["role"] == "assistant":
+                turns[-1] = {**turns[-1], "tool_calls": [call]}
+            else:
+                turns.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise _invalid(f"{where}.call_id", f"`{where}` is a function_call_output without its `call_id`.")
+            output = item.get("output")
+            turns.append({"role": "tool", "tool_call_id": call_id,
+                          "content": output if isinstance(output, str) else _text_of(output, where)})
+        elif kind != "reasoning":
+            raise refuse(f"{where}.type", f"`{kind}` items are not supported: messages, function_call, "
+                                          "function_call_output.")
+    return turns
+
+
+def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None) -> Prompt:
+    """The run's input: the last user message (or none after tool outputs), the turns before it
+    (`previous_response_id`'s first, then `instructions`, then the items)."""
+    extra = body.model_extra or {}
+    for param, fine in _NOT_YET.items():
+        if extra.get(param) not in fine:
+            raise refuse(param, "the Responses API here does not take it.")
+    items = [{"role": "user", "content": body.input}] if isinstance(body.input, str) else body.input
+    turns = _turns(items)
+    last = turns[-1] if turns else None
+    if last is None or not (last["role"] == "tool" or (last["role"] == "user" and last["content"].strip())):
+        raise ApiProblem(400, "Bad Request", "The last input item must be the user's message, with text, or a "
+                                             "function_call_output.",
+                         errors=[{"code": "invalid_value", "message": "last item", "field": "input"}])
+    tools = function_tools(body.tools or [])
+    client = ClientChoices(tools=tools, tool_choice=tool_choice_of(body.tool_choice, bool(tools)),
+                           parallel_tool_calls=body.parallel_tool_calls, response_format=response_format_of(body.text),
+                           temperature=body.temperature, max_tokens=body.max_output_tokens)
+    instructions = [{"role": "system", "content": body.instructions}] if body.instructions else []
+    if last["role"] == "tool":
+        return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client)
+    return Prompt(text=last["content"], history=[*(earlier or []), *instructions, *turns[:-1]], client=client)
