@@ -217,6 +217,11 @@ async def test_a_plan_approval_is_an_interrupt_resumed_with_a_command(
         assert seen["status"] == "interrupted" and seen["interrupts"][run_id][0]["id"] == interrupt["id"]
         assert (await client.runs.get(thread, run_id))["status"] == "interrupted"
         assert (await client.threads.get_state(thread))["interrupts"][0]["id"] == interrupt["id"]
+        assert interrupt["value"]["review_configs"][0]["allowed_decisions"] == ["approve", "reject"]
+        with pytest.raises(UnprocessableEntityError) as no_edit:  # a plan approval has no call to edit
+            await client.runs.create(thread, "chat-plan", command={"resume": {"decisions": [
+                {"type": "edit", "edited_action": {"name": "approve", "args": {"x": 1}}}]}})
+        assert no_edit.value.body["errors"][0]["message"] == "edit"  # type: ignore[index]
 
         resumed = await collect(client.runs.stream(thread, "chat-plan", command={"resume": "approve"},
                                                    stream_mode=["messages-tuple", "custom"]))
@@ -253,7 +258,7 @@ async def test_a_high_risk_tool_call_is_an_interrupt_approved_or_rejected_with_a
         assert interrupt["value"]["action_requests"] == [  # the LangChain v1 human-in-the-loop shape
             {"name": "wipe", "args": {"path": "/tmp/old"}, "description": interrupt["value"]["message"]}]
         assert interrupt["value"]["review_configs"] == [{"action_name": "wipe",
-                                                         "allowed_decisions": ["approve", "reject"]}]
+                                                         "allowed_decisions": ["approve", "edit", "reject"]}]
         assert [p.data["__interrupt__"] for p in parts if p.event == "updates" and "__interrupt__" in p.data] == [
             [interrupt]]
         seen = await client.threads.get(thread)
@@ -261,9 +266,9 @@ async def test_a_high_risk_tool_call_is_an_interrupt_approved_or_rejected_with_a
         assert (await client.runs.get(thread, run_id))["status"] == "interrupted"
         assert tools.calls["wipe"] == []  # nothing runs before the decision
 
-        with pytest.raises(UnprocessableEntityError):  # an edit is not among the allowed decisions
+        with pytest.raises(UnprocessableEntityError):  # an edit without the edited arguments
             await client.runs.create(thread, "chat-react", command={"resume": {"decisions": [
-                {"type": "edit", "edited_action": {"name": "wipe", "args": {"path": "/tmp"}}}]}})
+                {"type": "edit", "edited_action": {"name": "wipe"}}]}})
         resumed = await collect(client.runs.stream(thread, "chat-react",
                                                    command={"resume": {"decisions": [{"type": "approve"}]}},
                                                    stream_mode=["messages-tuple", "custom"]))

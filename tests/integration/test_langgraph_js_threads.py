@@ -24,7 +24,8 @@ async def test_the_js_sdk_reads_history_and_searches_metadata(scripted: Settings
         pytest.skip(missing)
     node = node_binary()
     assert node is not None
-    srv.script([oai.reply("One."), oai.reply("Two."), oai.reply("Three.")])
+    srv.script([oai.reply("One."), oai.reply("Two."), oai.reply("Three."), oai.reply("Four."), oai.reply("Five."),
+                oai.reply("Six.")])
     async with chat_stack(scripted) as stack:
         env = node_env()
         env.update(LG_URL=stack.gateways[0].url + "/lg", LG_KEY=mint_token(stack.settings, "js-user"))
@@ -32,4 +33,4 @@ async def test_the_js_sdk_reads_history_and_searches_metadata(scripted: Settings
                                         "threads.test.mjs"],
                                        cwd=FOLDER, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-        assert "# pass 2" in done.stdout and "# fail 0" in done.stdout, done.stdout[-2000:]
+        assert "# pass 3" in done.stdout and "# fail 0" in done.stdout, done.stdout[-2000:]

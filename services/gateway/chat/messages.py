@@ -51,15 +51,18 @@ def of_run(session: Session, run_id: str) -> list[ChatMessage]:
     return list(session.exec(select(ChatMessage).where(ChatMessage.run_id == run_id)))
 
 
-def said(session: Session, conversation_id: str, before_seq: int) -> list[dict[str, Any]]:
-    """What was said in the turns before the run numbered `before_seq`, oldest first. Every run
-    before it has ended, so this list only ever grows at its end: a count of its first messages
-    (what the running summary covers) stays true."""
-    rows = session.exec(
-        select(ChatMessage)
-        .where(ChatMessage.conversation_id == conversation_id, col(ChatMessage.run_seq) < before_seq,
-               col(ChatMessage.message_type).in_(HISTORY_TYPES))
-        .order_by(col(ChatMessage.run_seq), col(ChatMessage.id)))
+def said(session: Session, conversation_id: str, before_seq: int,
+         runs: list[str] | None = None) -> list[dict[str, Any]]:
+    """What was said in the turns before the run numbered `before_seq` (only those of `runs`,
+    its branch, when the conversation branched), oldest first. Every run before it has ended, so
+    on an unbranched conversation this list only ever grows at its end: a count of its first
+    messages (what the running summary covers) stays true."""
+    query = (select(ChatMessage)
+             .where(ChatMessage.conversation_id == conversation_id, col(ChatMessage.run_seq) < before_seq,
+                    col(ChatMessage.message_type).in_(HISTORY_TYPES)))
+    if runs is not None:
+        query = query.where(col(ChatMessage.run_id).in_(runs))
+    rows = session.exec(query.order_by(col(ChatMessage.run_seq), col(ChatMessage.id)))
     return [{"role": m.role, "content": m.content} for m in rows if m.content]
 
 

@@ -33,7 +33,7 @@ from sqlmodel import Session, col, select
 
 from services.gateway.access import users
 from services.gateway.access.principal import Principal
-from services.gateway.chat import conversations, memory, messages
+from services.gateway.chat import conversations, lineage, memory, messages
 from services.gateway.chat.answers import RunTrace, keep_summary, read_trace, write_answer
 from services.gateway.chat.modes import Mode, graph_for
 from services.gateway.chat.states import RUN_TERMINAL, follow, move, state_for
@@ -94,8 +94,11 @@ def make_task(session: Session, conversation: Conversation, run: ChatRun) -> Tas
     # user's default, else (none named) the failover chain.
     run.model = run.model or users.default_model(session, conversation.user_id)
     session.add(run)
-    remembered = memory.plan(messages.said(session, conversation.id, run.seq), conversation.summary,
-                             conversation.summarized)
+    branch = lineage.before(session, conversation.id, run)
+    said = messages.said(session, conversation.id, run.seq, branch)
+    # The stored summary covers the first turns of the unbranched conversation: a branch folds its own.
+    remembered = (memory.plan(said, conversation.summary, conversation.summarized) if branch is None
+                  else memory.plan(said, None, 0))
     dsl = graph_for(run.mode, fold=remembered.folds, kb=conversation.kb is not None)
     check_dsl(dsl)  # built here, but checked as a submitted one is: the dispatcher does not check again
     task = Task(
@@ -126,21 +129,40 @@ def next_task(session: Session, conversation: Conversation) -> Task | None:
 Announce = Callable[[str, int], None]
 
 
+def branch_point(session: Session, conversation_id: str, follows: str | None) -> tuple[int, str | None]:
+    """The seq of the conversation's next run and what it `follows` (None: the latest run). A
+    run that goes on from an older one starts a branch: only once no run is going (the branch
+    would otherwise not be the one the going runs go on)."""
+    last = session.exec(select(ChatRun).where(ChatRun.conversation_id == conversation_id)
+                        .order_by(col(ChatRun.seq).desc()).limit(1)).first()
+    if follows is None or (last is not None and follows == last.id):
+        return (last.seq if last is not None else 0) + 1, None
+    if session.exec(select(ChatRun.id).where(ChatRun.id == follows,
+                                             ChatRun.conversation_id == conversation_id)).first() is None:
+        raise ApiProblem(404, "Not Found", f"Conversation {conversation_id} has no run {follows}.")
+    ahead = going(session, conversation_id)
+    if ahead:
+        raise ApiProblem(409, "Conflict", f"Run {ahead[0].id} of this conversation is still going: a branch "
+                                          "from an earlier run starts once it has ended.")
+    assert last is not None  # the followed run is one of the conversation's
+    return last.seq + 1, follows
+
+
 def _accept(session: Session, user: Principal, conversation_id: str, body: PostMessage, grey: list[str],
-            announce_queued: Announce) -> Accepted:
+            announce_queued: Announce, follows: str | None = None) -> Accepted:
     """Under the conversation's lock: the user message and the run, and the run's task when it
     is the active one. A run that must wait is announced (`queued` event) before the lock is
-    released: its turn may come as soon as the lock is, and `queued` must precede its `running`."""
+    released: its turn may come as soon as the lock is, and `queued` must precede its `running`.
+    `follows`: the earlier run this one goes on from (a branch), not the latest."""
     conversation = conversations.lock_owned(session, user, conversation_id)
     ahead = going(session, conversation.id)
     if ahead and body.multitask == "reject":
         raise ApiProblem(409, "Conflict", f"Run {ahead[0].id} of this conversation is still going "
                                           "(send with multitask=enqueue or interrupt).")
-    last = session.exec(select(ChatRun.seq).where(ChatRun.conversation_id == conversation.id)
-                        .order_by(col(ChatRun.seq).desc()).limit(1)).first()
-    seq = (last or 0) + 1
+    seq, follows = branch_point(session, conversation.id, follows)
     run = ChatRun(id=new_id("t"), conversation_id=conversation.id, seq=seq, mode=body.mode or conversation.mode,
-                  model=body.model or conversation.model, multitask=body.multitask, guardrail_grey=grey)
+                  model=body.model or conversation.model, multitask=body.multitask, guardrail_grey=grey,
+                  follows=follows)
     accepted = Accepted(message={}, run={})
     if ahead and body.multitask in STOPPING:
         active, held = ahead[0], ahead[1:]
@@ -185,9 +207,11 @@ def require_bus(bus: Bus | None) -> Bus:
 
 
 async def post_message(db: Database, bus: Bus | None, user: Principal, conversation_id: str, body: PostMessage,
-                       grey: list[str], before_queue: BeforeQueue | None = None) -> dict[str, Any]:
+                       grey: list[str], before_queue: BeforeQueue | None = None,
+                       follows: str | None = None) -> dict[str, Any]:
     """`before_queue` runs before a run that is active at once is published (a run held behind
-    others is published by the queue later, without it): e.g. to start reading its events."""
+    others is published by the queue later, without it): e.g. to start reading its events.
+    `follows`: the earlier run the new one goes on from, when it starts a branch."""
     if body.multitask in STOPPING:
         require_bus(bus)  # the interruption is a cancel on the bus: refuse before writing anything
 
@@ -199,7 +223,7 @@ async def post_message(db: Database, bus: Bus | None, user: Principal, conversat
         except Exception as exc:
             log.warning("no queued event for run %s: %s", run_id, exc)
 
-    accepted = await db.run(_accept, user, conversation_id, body, grey, announce_queued)
+    accepted = await db.run(_accept, user, conversation_id, body, grey, announce_queued, follows)
     run_id = accepted.run["id"]
     if bus is not None and bus.connected:
         for dropped in accepted.dropped:
@@ -255,7 +279,8 @@ def _finish(session: Session, run_id: str, trace: RunTrace) -> Task | None:
         else:
             write_answer(session, run, trace)
         if run.state == "succeeded":
-            keep_summary(session, conversation, session.get(Task, run.id), trace)
+            if lineage.before(session, conversation.id, run) is None:  # a branch's summary is its own
+                keep_summary(session, conversation, session.get(Task, run.id), trace)
     return next_task(session, conversation)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session
 
 from services.gateway.access.principal import Principal
@@ -30,6 +30,13 @@ class RunApproval(BaseModel):
 
     decision: Literal["approve", "reject"]
     comment: str | None = Field(default=None, max_length=4000)
+    args: dict[str, Any] | None = None  # a tool call approved with these arguments (an edit)
+
+    @model_validator(mode="after")
+    def _args_approve(self) -> RunApproval:
+        if self.args is not None and self.decision != "approve":
+            raise ValueError("`args` edits a call that is approved: the decision must be `approve`")
+        return self
 
 
 def not_found(run_id: str) -> ApiProblem:
@@ -105,7 +112,7 @@ def _check_approvable(session: Session, user: Principal, run_id: str) -> None:
 async def approve(db: Database, bus: Bus, user: Principal, run_id: str, body: RunApproval) -> str:
     """The plan's (or any approval node's) decision, through the task approval path."""
     await db.run(_check_approvable, user, run_id)
-    decision = task_approvals.Approval(decision=body.decision, comment=body.comment)
+    decision = task_approvals.Approval(decision=body.decision, comment=body.comment, args=body.args)
     return await task_approvals.approve(db, bus, user, run_id, decision)
 
 

@@ -49,6 +49,8 @@ class ChatRun(GatewayModel, table=True):
     stop_reason: str | None = Field(default=None, max_length=32)
     guardrail_grey: list[str] = _json(list)
     meta: dict[str, Any] = _json(dict)  # what a LangGraph client gave the run as its metadata
+    # The run this one goes on from when that is not the run before it (a branch: chat/lineage.py).
+    follows: str | None = Field(default=None, max_length=64)
     created_at: datetime = _stamp()
     ended_at: datetime | None = _ts()
 

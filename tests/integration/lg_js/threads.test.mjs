@@ -35,3 +35,26 @@ test("a stateless background run", async () => {
   const values = await client.runs.join(run.thread_id, run.run_id);
   assert.equal(values.messages.at(-1).content, "Three.");
 });
+
+test("a run from an older checkpoint branches, streamed in the extra modes", async () => {
+  const thread = await client.threads.create();
+  await client.runs.wait(thread.thread_id, "chat-direct", { input: ask("A?") });
+  const first = (await client.threads.getState(thread.thread_id)).checkpoint.checkpoint_id;
+  await client.runs.wait(thread.thread_id, "chat-direct", { input: ask("B?") });
+  const seen = [];
+  for await (const part of client.runs.stream(thread.thread_id, "chat-direct", {
+    input: ask("B again?"), checkpoint: { checkpoint_id: first, checkpoint_ns: "" },
+    streamMode: ["messages", "events", "tasks", "checkpoints", "debug"],
+  })) seen.push(part);
+  const names = new Set(seen.map((p) => p.event));
+  for (const name of ["messages/partial", "messages/complete", "events", "tasks", "checkpoints", "debug"]) {
+    assert.ok(names.has(name), name);
+  }
+  const checkpoint = seen.find((p) => p.event === "checkpoints").data;
+  assert.equal(checkpoint.parent_config.configurable.checkpoint_id, first);
+  assert.deepEqual(checkpoint.values.messages.map((m) => m.content), ["A?", "Four.", "B again?", "Six."]);
+  const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
+  assert.equal(history.length, 3);
+  const original = history.find((s) => s.values.messages.some((m) => m.content === "B?"));
+  assert.equal(original.parent_checkpoint.checkpoint_id, first);  // the original branch is kept
+});

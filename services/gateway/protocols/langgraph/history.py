@@ -1,7 +1,9 @@
 """A thread's checkpoints: one per turn. A turn's checkpoint id is the id of the run that made it
 (its question and its answer, or where it stands while it goes or waits); its parent is the turn
-before. `GET/POST /threads/{id}/history` lists them newest first, `GET /threads/{id}/state/{id}`
-reads one; the thread's state is its latest (docs/API.md, "LangGraph")."""
+it went on from (the turn before, or an older one for a branch: chat/lineage.py), and its values
+are the messages of its branch. `GET/POST /threads/{id}/history` lists every branch's
+checkpoints newest first, `GET /threads/{id}/state/{id}` reads one; the thread's state is its
+latest (docs/API.md, "LangGraph")."""
 
 from __future__ import annotations
 
@@ -11,25 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
+from services.gateway.chat import lineage
 from services.gateway.chat.modes import ANSWER_NODE
 from services.gateway.chat.states import RUN_TERMINAL
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import threads
+from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.tables import aware
 
 MAX_HISTORY: Final = 1000
-
-
-def checkpoint_id_of(value: Any) -> str | None:
-    """A checkpoint as clients give it: an id, `{checkpoint_id}`, or a config's `{configurable: {…}}`."""
-    if isinstance(value, str):
-        return value or None
-    if isinstance(value, dict):
-        inner = value.get("configurable")
-        found = (inner if isinstance(inner, dict) else value).get("checkpoint_id")
-        return found if isinstance(found, str) and found else None
-    return None
 
 
 class HistoryQuery(BaseModel):
@@ -74,8 +67,11 @@ def _ref(thread_id: str, run_id: str | None) -> dict[str, Any] | None:
     return {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": run_id, "checkpoint_map": None}
 
 
-def _state(session: Session, conversation: Conversation, run: ChatRun, step: int, parent: str | None,
+def _state(session: Session, conversation: Conversation, run: ChatRun, parents: lineage.Links,
            interrupts: list[dict[str, Any]]) -> dict[str, Any]:
+    parent = parents.get(run.id)
+    branch = lineage.branch_of(parents, run.id)
+    step = len(branch) - 1
     waiting = [i for i in interrupts if i["value"].get("run_id") == run.id]
     going = run.state not in RUN_TERMINAL
     nodes = [i["value"]["node_id"] for i in waiting] or ([ANSWER_NODE] if going else [])
@@ -83,7 +79,8 @@ def _state(session: Session, conversation: Conversation, run: ChatRun, step: int
                 "graph_id": (conversation.meta or {}).get("graph_id"),
                 "assistant_id": (conversation.meta or {}).get("assistant_id"), "parents": {}, **(run.meta or {})}
     return {
-        "values": {"messages": threads.history(session, conversation.id, before_seq=run.seq + 1)},
+        "values": {"messages": threads.history(session, conversation.id, before_seq=run.seq + 1,
+                                               runs=branch)},
         "next": nodes,
         "tasks": [{"id": i["id"], "name": i["value"]["node_id"], "path": [], "error": None, "interrupts": [i],
                    "checkpoint": None, "state": None, "result": None} for i in waiting]
@@ -116,6 +113,7 @@ def states(session: Session, user: Principal, thread_id: str, interrupts: list[d
     conversation = threads.load(session, user, thread_id)
     runs = _runs(session, thread_id)
     ids = [r.id for r in runs]
+    _, parents = lineage.links(session, thread_id)
     end = len(runs)
     start_at, before = checkpoint_id_of(query.checkpoint), checkpoint_id_of(query.before)
     for wanted, offset in ((start_at, 1), (before, 0)):
@@ -125,7 +123,7 @@ def states(session: Session, user: Principal, thread_id: str, interrupts: list[d
             end = min(end, ids.index(wanted) + offset)
     found: list[dict[str, Any]] = []
     for step in range(end - 1, -1, -1):
-        state = _state(session, conversation, runs[step], step, ids[step - 1] if step else None, interrupts)
+        state = _state(session, conversation, runs[step], parents, interrupts)
         if all(state["metadata"].get(k) == v for k, v in (query.metadata or {}).items()):
             found.append(state)
         if len(found) >= query.limit:
@@ -144,7 +142,7 @@ def state_at(session: Session, user: Principal, thread_id: str, interrupts: list
     step = len(runs) - 1 if checkpoint_id is None else ids.index(checkpoint_id) if checkpoint_id in ids else -1
     if step < 0:
         raise not_found(thread_id, checkpoint_id or "")
-    return _state(session, conversation, runs[step], step, ids[step - 1] if step else None, interrupts)
+    return _state(session, conversation, runs[step], lineage.links(session, thread_id)[1], interrupts)
 
 
 def not_found(thread_id: str, checkpoint_id: str) -> ApiProblem:

@@ -25,6 +25,7 @@ from services.gateway.protocols.langgraph import (
 )
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
+from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import FrameId, LgFrames, parse_id
 from services.gateway.runs.stream import SSE_DOC, NewRunFeed, sse_response
@@ -136,7 +137,7 @@ async def get_thread(thread_id: str, request: Request, user: LgUser, db: Databas
 async def _state_at(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
                     checkpoint: Any) -> JSONResponse:
     interrupts = await threads.pending(db, bus, request.app.state.record_watch, user, thread_id)
-    return _json(await db.run(history.state_at, user, thread_id, interrupts, history.checkpoint_id_of(checkpoint)))
+    return _json(await db.run(history.state_at, user, thread_id, interrupts, checkpoint_id_of(checkpoint)))
 
 
 @router.get("/threads/{thread_id}/state")

@@ -5,7 +5,9 @@ sends is refused too (`extra="forbid"`): nothing is silently ignored.
 Accepted with nothing to do: `stream_resumable` (every `/lg` stream can be rejoined),
 `durability`/`checkpoint_during` (every step of a run is stored as it happens, which meets
 `sync`), `stream_subgraphs` (the chat agent has no subgraphs: the frames are the same),
-`strict_resume` (a resume is always checked against the approval the thread waits for)."""
+`strict_resume` (a resume is always checked against the approval the thread waits for).
+`checkpoint`/`checkpoint_id` (or `config.configurable.checkpoint_id`): the run goes on from that
+checkpoint (a turn); an older one starts a branch (chat/lineage.py)."""
 
 from __future__ import annotations
 
@@ -15,19 +17,27 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from services.gateway.protocols.langgraph import assistants
 
-STREAM_MODES: Final = frozenset({"values", "updates", "messages-tuple", "custom"})
-# Modes the SDK accepts that Agentix does not produce (yet), and why.
+STREAM_MODES: Final = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "events", "debug",
+                                 "tasks", "checkpoints"})
+# Modes the SDK accepts that Agentix does not produce, and why.
 REFUSED_MODES: Final = {
-    "messages": "the older partial-message form is not produced: ask for `messages-tuple`",
-    "events": "`astream_events` shapes are not produced: ask for `messages-tuple` and `updates`",
-    "debug": "debug frames are not produced: ask for `updates` and `custom`",
-    "tasks": "task frames are not produced: ask for `updates`",
-    "checkpoints": "checkpoint frames are not produced: read `GET /threads/{id}/history`",
-    "tools": "tool frames are not produced: tool calls and results come as `custom`",
+    "tools": "tool frames are not produced: tool calls and results come as `custom` and `events`",
     "lifecycle": "the chat agent has no subgraphs to report",
 }
-CONFIGURABLE: Final = frozenset({"model", "thread_id", "assistant_id", "graph_id", "user_id"})
+CONFIGURABLE: Final = frozenset({"model", "thread_id", "assistant_id", "graph_id", "user_id", "checkpoint_id",
+                                 "checkpoint_ns", "checkpoint_map"})
 CONTEXT: Final = frozenset({"model"})
+
+
+def checkpoint_id_of(value: Any) -> str | None:
+    """A checkpoint as clients give it: an id, `{checkpoint_id}`, or a config's `{configurable: {…}}`."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, dict):
+        inner = value.get("configurable")
+        found = (inner if isinstance(inner, dict) else value).get("checkpoint_id")
+        return found if isinstance(found, str) and found else None
+    return None
 
 
 def _refused(field: str, why: str) -> ValueError:
@@ -111,9 +121,19 @@ class RunCreate(BaseModel):
 
     @field_validator("checkpoint", "checkpoint_id")
     @classmethod
-    def _no_checkpoint(cls, value: Any, info: Any) -> Any:
-        if value:
-            raise _refused(info.field_name, "a run goes on from the thread's latest state")
+    def _checkpoint(cls, value: Any, info: Any) -> Any:
+        if value and checkpoint_id_of(value) is None:
+            raise ValueError(f"`{info.field_name}` names a checkpoint: an id or `{{checkpoint_id}}`")
+        return value or None
+
+    def follows(self) -> str | None:
+        """The checkpoint the run goes on from (`checkpoint`, `checkpoint_id` or
+        `config.configurable.checkpoint_id`); None: the thread's latest."""
+        configurable = (self.config or {}).get("configurable") or {}
+        for given in (self.checkpoint_id, self.checkpoint, configurable.get("checkpoint_id")):
+            found = checkpoint_id_of(given)
+            if found is not None:
+                return found
         return None
 
     @field_validator("after_seconds")

@@ -13,7 +13,7 @@ from typing import Any, Final, Literal
 from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
-from services.gateway.chat import conversations
+from services.gateway.chat import conversations, lineage
 from services.gateway.chat import queue as chat_queue
 from services.gateway.chat import runs as chat_runs
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
@@ -109,33 +109,48 @@ def _model(body: RunCreate) -> str | None:
 
 def decision_of(resume: Any) -> chat_runs.RunApproval:
     """An approval's answer: `"approve"`/`true`, `"reject"`/`false`, `{decision, comment?}`, or the
-    LangChain v1 human-in-the-loop middleware's `{decisions: [{type: approve|reject, message?}]}`."""
+    LangChain v1 human-in-the-loop middleware's `{decisions: [{type: approve|edit|reject,
+    edited_action?: {name, args}, message?}]}` (`edit`: approve the tool call with `args`)."""
     comment: str | None = None
+    args: dict[str, Any] | None = None
     if isinstance(resume, dict) and "decisions" in resume:
         resume = _one_decision(resume["decisions"])
+        if resume.get("type") == "edit":
+            args = _edited_args(resume.get("edited_action"))
+            resume = {**resume, "type": "approve"}
     if isinstance(resume, dict):
         said = resume.get("comment", resume.get("message"))
         comment = said if isinstance(said, str) else None
         resume = resume.get("decision", resume.get("type"))
     if resume is True or (isinstance(resume, str) and resume.lower() in _APPROVE):
-        return chat_runs.RunApproval(decision="approve", comment=comment)
+        return chat_runs.RunApproval(decision="approve", comment=comment, args=args)
     if resume is False or (isinstance(resume, str) and resume.lower() in _REJECT):
         return chat_runs.RunApproval(decision="reject", comment=comment)
     raise ApiProblem(422, "Invalid request", "command.resume answers an approval: \"approve\" | \"reject\" | true | "
                                              "false | {\"decision\": …, \"comment\"?: …} | {\"decisions\": [{\"type\": "
-                                             "\"approve\" | \"reject\", \"message\"?: …}]}.")
+                                             "\"approve\" | \"edit\" | \"reject\", \"edited_action\"?: {name, args}, "
+                                             "\"message\"?: …}]}.")
+
+
+def _invalid(field: str, message: str) -> ApiProblem:
+    return ApiProblem(422, "Invalid request", f"{field}: {message}.",
+                      errors=[{"code": "invalid", "field": field, "message": message}])
+
+
+def _edited_args(action: Any) -> dict[str, Any]:
+    args = action.get("args") if isinstance(action, dict) else None
+    if not isinstance(args, dict):
+        raise _invalid("command.resume.decisions[0].edited_action", "an edit is `{name, args: {…}}`")
+    return args
 
 
 def _one_decision(decisions: Any) -> dict[str, Any]:
     if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], dict):
-        raise ApiProblem(422, "Invalid request", "command.resume.decisions: one decision for the one action the "
-                                                 "interrupt asks about.",
-                         errors=[{"code": "invalid", "field": "command.resume.decisions", "message": "one decision"}])
+        raise _invalid("command.resume.decisions", "one decision for the one action the interrupt asks about")
     decision: dict[str, Any] = decisions[0]
-    if decision.get("type") not in ("approve", "reject"):
+    if decision.get("type") not in ("approve", "edit", "reject"):
         raise ApiProblem(422, "Invalid request", f"`command.resume.decisions[0].type: {decision.get('type')}` is not "
-                                                 "supported: an Agentix approval is approved or rejected as asked "
-                                                 "(`allowed_decisions`).",
+                                                 "supported: an Agentix approval is approved, edited or rejected.",
                          errors=[{"code": "unsupported", "field": "command.resume.decisions[0].type",
                                   "message": str(decision.get("type"))}])
     return decision
@@ -152,11 +167,13 @@ def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunC
 
 
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
-    before = threads.history(session, run.conversation_id, before_seq=run.seq)
+    _, parents = lineage.links(session, run.conversation_id)
+    branch = lineage.branch_of(parents, run.id)
+    before = threads.history(session, run.conversation_id, before_seq=run.seq, runs=branch[:-1])
     asked = session.exec(select(ChatMessage).where(ChatMessage.run_id == run.id, ChatMessage.role == "user")).first()
     if asked is not None:
         before.append(messages.from_row(asked))
-    return RunStream(run.id, run.conversation_id, before, modes)
+    return RunStream(run.id, run.conversation_id, before, modes, parent=parents.get(run.id), step=len(branch) - 1)
 
 
 def stream_for(session: Session, user: Principal, thread_id: str, run_id: str, stream_mode: Any) -> RunStream:
@@ -178,6 +195,10 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     a new run is published, when it is at once."""
     modes = modes_of(body.stream_mode)
     if body.command is not None and "resume" in body.command:
+        if body.follows() is not None:
+            raise ApiProblem(422, "Invalid request", "`checkpoint` is not supported with `command.resume`: a resume "
+                                                     "answers the approval the thread waits for now.",
+                             errors=[{"code": "unsupported", "field": "checkpoint", "message": "with command.resume"}])
         return await _resume(db, bus, user, thread_id, body.command["resume"], modes)
     mode, assistant_model = await db.run(assistants.runnable, user, body.assistant_id)
     text = question(body)
@@ -185,7 +206,12 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     await db.run(_ensure_thread, user, thread_id, body)
     posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body) or assistant_model,
                                     multitask=body.multitask_strategy)
-    accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue)
+    try:
+        accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, body.follows())
+    except ApiProblem as exc:
+        if exc.status == 404 and body.follows() is not None:
+            raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {body.follows()!r}.") from exc
+        raise
 
     def opened(session: Session) -> Started:
         run = chat_runs.load_owned(session, user, accepted["run"]["id"])
@@ -214,6 +240,11 @@ async def _resume(db: Database, bus: Bus | None, user: Principal, thread_id: str
     request = await last_event(bus, run.id, "exec")
     if not isinstance(request, ApprovalRequestEvent):
         raise ApiProblem(409, "Conflict", f"Run {run.id} waits for no approval.")
+    if decision.args is not None and request.call_id is None:
+        raise ApiProblem(422, "Invalid request", "`command.resume.decisions[0].type: edit` is not supported here: "
+                                                 "this approval is not a tool call's (its `allowed_decisions`).",
+                         errors=[{"code": "unsupported", "field": "command.resume.decisions[0].type",
+                                  "message": "edit"}])
     await chat_runs.approve(db, bus, user, run.id, decision)
     stream = await db.run(_stream_of, run, modes)
     return Started(run, stream, opening_at=request.n)

@@ -1,7 +1,8 @@
 """`POST /threads/{id}/state` (update_state): messages added to the thread as a turn of their own,
 a new checkpoint (a run that ran nothing, ended at once, `metadata.source: "update"`), which the
-next run's model reads as the conversation so far. Only on the latest checkpoint; a message
-whose id the thread has (an edit) is a 422: the turns before are kept as they were said."""
+next run's model reads as the conversation so far. On an older checkpoint it starts a branch
+(the turns after that checkpoint stay on theirs: chat/lineage.py); a message whose id the thread
+has (an edit in place) is a 422: the turns are kept as they were said."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
 from services.gateway.chat import messages as chat_messages
-from services.gateway.chat.queue import going
+from services.gateway.chat.queue import branch_point, going
 from services.gateway.chat.tables import ChatMessage, ChatRun
 from services.gateway.ids import new_id
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import history, messages, threads
+from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.tables import now
 
 
@@ -58,18 +60,20 @@ def update(session: Session, user: Principal, thread_id: str, body: StateUpdate)
     said = _said(body.values)
     if going(session, thread_id):
         raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: update its state once it has ended.")
-    last = session.exec(select(ChatRun).where(ChatRun.conversation_id == thread_id)
-                        .order_by(col(ChatRun.seq).desc()).limit(1)).first()
-    asked = history.checkpoint_id_of(body.checkpoint) or body.checkpoint_id
-    if asked is not None and (last is None or asked != last.id):
-        raise _refused("checkpoint", "only the thread's latest checkpoint is updated (no forks)")
+    asked = checkpoint_id_of(body.checkpoint) or body.checkpoint_id
     ids = [i for _, _, i in said if i]
     if ids and session.exec(select(ChatMessage.id).where(col(ChatMessage.id).in_(ids))).first() is not None:
-        raise _refused("values.messages", "editing a message the thread has (turns are kept as said)")
-    seq = (last.seq if last is not None else 0) + 1
+        raise _refused("values.messages", "editing a message the thread has (turns are kept as said: add the "
+                                          "edited message, without its id, on the checkpoint before it)")
+    try:
+        seq, follows = branch_point(session, thread_id, asked)
+    except ApiProblem as exc:
+        if exc.status == 404:
+            raise history.not_found(thread_id, asked or "") from exc
+        raise
     run = ChatRun(id=new_id("t"), conversation_id=thread_id, seq=seq, mode=conversation.mode, state="succeeded",
-                  ended_at=now(), meta={"source": "update", "as_node": body.as_node} if body.as_node
-                  else {"source": "update"})
+                  ended_at=now(), follows=follows, meta={"source": "update", "as_node": body.as_node}
+                  if body.as_node else {"source": "update"})
     session.add(run)
     for role, text, message_id in said:
         message = chat_messages.add(session, thread_id, run.id, seq, role, text)

@@ -29,6 +29,7 @@ from services.gateway.chat.answers import RunTrace, error_sentence
 from services.gateway.chat.modes import ANSWER_NODE
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import messages
+from services.gateway.protocols.langgraph.stream_modes import EXTRA_MODES, ModeFrames
 from services.gateway.runs.frames import Entry
 from shared.contract.events import (
     AnyEvent,
@@ -39,12 +40,14 @@ from shared.contract.events import (
     NodeStartEvent,
     StatusEvent,
     TokenEvent,
+    ToolCallEvent,
+    ToolResultEvent,
 )
 from shared.contract.task import FAULTED
 
 FrameId = tuple[int, int]
 OPENING_K: Final = 8  # the opening's frames are `s.8`, `s.9`: after every frame event s itself makes
-MODES: Final = frozenset({"values", "updates", "messages-tuple", "custom"})
+MODES: Final = frozenset({"values", "updates", "messages-tuple", "custom"}) | EXTRA_MODES
 DEFAULT_MODES: Final = ("values",)
 _SILENT: Final = (StatusEvent, NodeStartEvent, NodeSkipEvent)  # the lifecycle LangGraph has no frame for
 
@@ -79,13 +82,16 @@ def interrupt_of(run_id: str, event: ApprovalRequestEvent) -> dict[str, Any]:
     shows the call (`tool`, `call_id`, `args`), so a client can show what it approves; its id
     names the call, because one agent node may ask again for its next call. `action_requests`
     and `review_configs` are the LangChain v1 human-in-the-loop middleware's shape (answered with
-    `{decisions: [{type: approve|reject, message?}]}`), as agent-chat-ui renders it."""
+    `{decisions: [{type: approve|edit|reject, edited_action?, message?}]}`), as agent-chat-ui
+    renders it."""
     action = event.tool if event.call_id is not None and event.tool else event.node_id
+    # A tool call's arguments can be edited; an approval node (a plan) has none.
+    allowed = ["approve", "edit", "reject"] if event.call_id is not None else ["approve", "reject"]
     value: dict[str, Any] = {"kind": "approval", "message": event.message, "node_id": event.node_id,
                              "run_id": run_id,
                              "action_requests": [{"name": action, "args": event.args if event.call_id else {},
                                                   "description": event.message}],
-                             "review_configs": [{"action_name": action, "allowed_decisions": ["approve", "reject"]}]}
+                             "review_configs": [{"action_name": action, "allowed_decisions": allowed}]}
     if event.call_id is None:
         return {"value": value, "id": f"{run_id}:{event.node_id}"}
     value.update(tool=event.tool, call_id=event.call_id, args=event.args)
@@ -100,7 +106,14 @@ class RunStream:
     thread_id: str
     before: list[dict[str, Any]]  # the thread's messages this run starts from (its question included)
     modes: frozenset[str] = frozenset(DEFAULT_MODES)
+    parent: str | None = None  # the checkpoint the run goes on from
+    step: int = 0  # its checkpoint's depth on its branch
     trace: RunTrace = field(default_factory=RunTrace)
+    extra: ModeFrames | None = field(default=None, init=False)  # the extra modes' frames, when asked
+
+    def __post_init__(self) -> None:
+        if self.modes & EXTRA_MODES:
+            self.extra = ModeFrames(self.run_id, self.thread_id, self.parent, self.step, self.modes)
 
     def state(self, interrupt: dict[str, Any] | None = None) -> dict[str, Any]:
         said = list(self.before)
@@ -118,7 +131,16 @@ class RunStream:
         frames: list[tuple[str, Any]] = [("metadata", {"run_id": self.run_id, "attempt": 1})]
         if "values" in self.modes:
             frames.append(("values", self.state()))
+        if self.extra is not None:
+            frames.extend(self.extra.opening(self.state()))
         return frames
+
+    def _update(self, event: NodeEndEvent) -> dict[str, Any]:
+        """What a node that ended `done` wrote."""
+        if event.node_id == ANSWER_NODE:
+            answer = "".join(self.trace.tokens.get(ANSWER_NODE, [])) or (event.output_preview or "")
+            return {"messages": [messages.ai(messages.answer_id(self.run_id), answer, model=self.trace.model)]}
+        return {"output": event.output_preview}
 
     def frames(self, event: AnyEvent) -> list[tuple[str, Any]]:
         """What one event makes; `interrupted` frames for a pending approval come from `interrupt`."""
@@ -132,24 +154,30 @@ class RunStream:
                 meta = {"langgraph_node": node, "run_id": self.run_id, "thread_id": self.thread_id,
                         "ls_model_name": event.model}
                 out.append(("messages", [chunk, meta]))
+            if self.extra is not None:
+                out.extend(self.extra.token(event))
         elif isinstance(event, NodeEndEvent):
-            if "updates" in self.modes and event.status == "done" and event.node_id:
-                if event.node_id == ANSWER_NODE:
-                    answer = "".join(self.trace.tokens.get(ANSWER_NODE, [])) or (event.output_preview or "")
-                    update: dict[str, Any] = {"messages": [messages.ai(messages.answer_id(self.run_id), answer,
-                                                                       model=self.trace.model)]}
-                else:
-                    update = {"output": event.output_preview}
+            update = self._update(event) if event.status == "done" and event.node_id else None
+            if "updates" in self.modes and update is not None:
                 out.append(("updates", {event.node_id: update}))
+            if self.extra is not None:
+                out.extend(self.extra.node_end(event, update))
+        elif isinstance(event, NodeStartEvent) and self.extra is not None:
+            out.extend(self.extra.node_start(event))
         elif isinstance(event, DoneEvent):
+            state = self.state()
             if "values" in self.modes:
-                out.append(("values", self.state()))
+                out.append(("values", state))
+            if self.extra is not None:
+                out.extend(self.extra.checkpoint(state, event) + self.extra.closing(state))
             out.append(self.ending())
         elif isinstance(event, ApprovalRequestEvent):
             pass  # pending or not is known only by looking further: see `interrupted`
         elif not isinstance(event, _SILENT) and "custom" in self.modes:
             out.append(("custom", {"type": event.type, **event.model_dump(mode="json", exclude_none=True,
                                                                           exclude={"type", "task_id"})}))
+        if isinstance(event, ToolCallEvent | ToolResultEvent) and self.extra is not None:
+            out.extend(self.extra.tool(event))
         return out
 
     def interrupted(self, event: ApprovalRequestEvent) -> list[tuple[str, Any]]:
@@ -159,6 +187,8 @@ class RunStream:
             out.append(("updates", {"__interrupt__": [interrupt]}))
         if "values" in self.modes:
             out.append(("values", self.state(interrupt)))
+        if self.extra is not None:
+            out.extend(self.extra.checkpoint(self.state(), event, interrupt))
         return out
 
     def ending(self) -> tuple[str, Any]:
@@ -170,8 +200,8 @@ class RunStream:
 
 
 def modes_of(stream_mode: str | Iterable[str] | None) -> frozenset[str]:
-    """The asked modes Agentix streams (`messages-tuple`'s frames are named `messages`); others
-    (`debug`, `events`, `tasks`, `checkpoints`, the legacy `messages`) send nothing."""
+    """The asked modes Agentix streams (`messages-tuple`'s frames are named `messages`; the
+    legacy `messages` mode's are `messages/partial` and the like); others send nothing."""
     asked = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ())
     return frozenset(m for m in asked if m in MODES) if any(asked) else frozenset(DEFAULT_MODES)
 

@@ -79,11 +79,15 @@ def waiting_run(session: Session, conversation_id: str) -> ChatRun | None:
     return runs[0] if runs and runs[0].state == "awaiting_approval" else None
 
 
-def history(session: Session, conversation_id: str, before_seq: int | None = None) -> list[dict[str, Any]]:
-    """The thread's messages in turn order (those of turns before `before_seq` only, if given)."""
+def history(session: Session, conversation_id: str, before_seq: int | None = None,
+            runs: list[str] | None = None) -> list[dict[str, Any]]:
+    """The thread's messages in turn order (those of turns before `before_seq` only, if given;
+    of the turns `runs` only, a branch, if given)."""
     query = select(ChatMessage).where(ChatMessage.conversation_id == conversation_id)
     if before_seq is not None:
         query = query.where(col(ChatMessage.run_seq) < before_seq)
+    if runs is not None:
+        query = query.where(col(ChatMessage.run_id).in_(runs))
     rows = session.exec(query.order_by(col(ChatMessage.run_seq), col(ChatMessage.id)))
     return [messages.from_row(m) for m in rows]
 
