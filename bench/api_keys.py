@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.stats import pct
 from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.natsd import NatsServer
@@ -36,10 +37,6 @@ async def timed(client: httpx.AsyncClient, headers: dict[str, str]) -> float:
     if resp.status_code != 200:
         raise RuntimeError(f"{resp.status_code}: {resp.text}")
     return elapsed
-
-
-def pct(samples: list[float], q: float) -> float:
-    return sorted(samples)[min(len(samples) - 1, int(q * len(samples)))]
 
 
 async def main(requests: int) -> None:

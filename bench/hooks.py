@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 from standardwebhooks import Webhook
 
+from bench.stats import pct
 from services.gateway.embedded import EmbeddedGateway
 from shared.auth_tokens import mint_token
 from shared.natsd import NatsServer
@@ -46,10 +47,6 @@ async def timed(client: httpx.AsyncClient, path: str, body: bytes, headers: dict
     if resp.status_code != 202:
         raise RuntimeError(f"{path}: {resp.status_code}: {resp.text}")
     return elapsed
-
-
-def pct(samples: list[float], q: float) -> float:
-    return sorted(samples)[min(len(samples) - 1, int(q * len(samples)))]
 
 
 async def main(requests: int) -> None:

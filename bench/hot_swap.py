@@ -22,17 +22,13 @@ from typing import Any
 
 import httpx
 
+from bench.stats import pct
 from services.gateway.embedded import GatewayProcess, settings_env
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
 from shared.natsd import NatsServer, free_port
 from shared.settings import Settings
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 class Replica:
@@ -108,9 +104,9 @@ async def main(swaps: int) -> None:
                     after_return.append(max(0.0, applied - returned) * 1000)
                     end_to_end.append((applied - sent) * 1000)
         raw = await raw_baseline(buses, swaps)
-        raw50, raw99 = statistics.median(raw), pct(raw, 99)
-        ret50, ret99 = statistics.median(after_return), pct(after_return, 99)
-        e2e50, e2e99 = statistics.median(end_to_end), pct(end_to_end, 99)
+        raw50, raw99 = statistics.median(raw), pct(raw, 0.99)
+        ret50, ret99 = statistics.median(after_return), pct(after_return, 0.99)
+        e2e50, e2e99 = statistics.median(end_to_end), pct(end_to_end, 0.99)
         print(f"swaps: {swaps}, replicas: 2")
         print(f"raw NATS publish→both received:   p50 {raw50:7.3f} ms   p99 {raw99:7.3f} ms")
         print(f"PUT returned → both applied:      p50 {ret50:7.3f} ms   p99 {ret99:7.3f} ms")

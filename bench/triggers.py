@@ -29,6 +29,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.stats import pct
 from services.gateway.embedded import GatewayProcess, settings_env
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
@@ -38,10 +39,6 @@ from shared.settings import Settings
 DSL = {"version": "1", "nodes": [{"id": "in", "kind": "input"},
                                  {"id": "out", "kind": "output", "config": {"value": "{{ in.text }}"}}],
        "edges": [{"source": "in", "target": "out"}]}  # fmt: skip
-
-
-def pct(samples: list[float], q: float) -> float:
-    return sorted(samples)[min(len(samples) - 1, int(q * len(samples)))]
 
 
 class Arrivals:
