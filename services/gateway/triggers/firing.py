@@ -10,12 +10,9 @@ in one transaction."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 from datetime import datetime
 from typing import Any
 
-from nats.aio.msg import Msg
 from sqlalchemy import Table
 from sqlmodel import Session, col, func, select
 
@@ -23,17 +20,15 @@ from services.gateway.access.principal import Principal
 from services.gateway.db import Database
 from services.gateway.ids import new_id
 from services.gateway.problems import ApiProblem
+from services.gateway.runs.consumer import BatchConsumer
 from services.gateway.runs.submit import SubmitTask, insert_tasks, prepared_task, queue_task
 from services.gateway.tables import Task, aware
 from services.gateway.triggers.catch_up import judge, parse_next
 from services.gateway.triggers.fires import Fire, read_fire
 from services.gateway.triggers.tables import Schedule, ScheduleFire
 from shared.bus import Bus
-from shared.bus.pull import PullLoop
 from shared.contract.task import TERMINAL
 
-log = logging.getLogger("agentix.gateway.triggers")
-REDELIVER_S = 2.0
 FIRES: Table = ScheduleFire.__table__  # type: ignore[attr-defined]  # sqlmodel does not declare it
 
 
@@ -139,36 +134,15 @@ class FireConsumer:
     def __init__(self, bus: Bus, db: Database, batch: int = 200) -> None:
         self.bus = bus
         self.db = db
-        self._loop = PullLoop(bus, bus.names.schedules_stream, bus.names.triggers_consumer, self.handle, batch=batch)
+        self._consumer = BatchConsumer(bus, bus.names.schedules_stream, bus.names.triggers_consumer, read_fire,
+                                       self.decide, name="schedule fires", batch=batch, grace_s=1.0)
 
     async def start(self) -> None:
-        await self._loop.start()
+        await self._consumer.start()
 
     async def stop(self) -> None:
-        await self._loop.stop(grace_s=1.0)
+        await self._consumer.stop()
 
-    async def handle(self, msgs: list[Msg]) -> None:
-        fires: list[Fire] = []
-        good: list[Msg] = []
-        for msg in msgs:
-            try:
-                fires.append(read_fire(msg))
-                good.append(msg)
-            except Exception:
-                log.warning("dropping an unreadable fire on %s", msg.subject)
-                with contextlib.suppress(Exception):
-                    await msg.term()
-        if not fires:
-            return
-        try:
-            tasks = await self.db.run(decide_all, fires)
-            await asyncio.gather(*(queue_task(self.db, self.bus, task) for task in tasks))
-        except Exception:
-            log.exception("deciding %d fire(s) failed; they come back", len(fires))
-            for msg in good:
-                with contextlib.suppress(Exception):
-                    await msg.nak(delay=REDELIVER_S)
-            return
-        for msg in good:
-            with contextlib.suppress(Exception):
-                await msg.ack()
+    async def decide(self, fires: list[Fire]) -> None:
+        tasks = await self.db.run(decide_all, fires)
+        await asyncio.gather(*(queue_task(self.db, self.bus, task) for task in tasks))
