@@ -79,6 +79,7 @@ export default function SchedulesPage() {
                     const out = await api(`/schedules/${enc(s.id)}/run`, { method: 'POST' });
                     toast(`${s.name} started task ${out.task_id}.`, 'ok');
                     navigate(`/schedules/${enc(s.id)}`);
+                    await load(); // its last fire
                   }}>Run now</BusyButton>
                   <Link className="button small" to={`/schedules/${enc(s.id)}`} aria-label={`Fires of ${s.name}`}>History</Link>
                   <BusyButton className="small danger" aria-label={`Delete ${s.name}`} action={async () => {
