@@ -3,7 +3,7 @@
 // the list enables, disables and deletes them. Below, the delivery log of completion callbacks.
 
 import { useCallback, useMemo, useState } from 'react';
-import { api, enc } from '../lib/api';
+import { api, enc, session } from '../lib/api';
 import { fmtTime } from '../lib/format';
 import { FieldError, SIGNATURES, hookBody, placeProblem } from '../lib/triggers';
 import { Badge, BusyButton, Dialog, Empty, ErrorBox, Field, Loading, PageHead, Select, Table, toast, usePoll, useTitle } from '../components/ui';
@@ -64,6 +64,7 @@ export default function HooksPage() {
               { label: 'Name', cell: (h) => <strong>{h.name}</strong> },
               { label: 'URL', cell: (h) => <><code className="small">{hookUrl(h.url)}</code> <button type="button" className="small" aria-label={`Copy the URL of ${h.name}`} onClick={() => copy(hookUrl(h.url), 'URL')}>Copy</button></> },
               { label: 'Workflow', cell: (h) => workflows?.names[h.workflow_id] || <code>{h.workflow_id}</code> },
+              !!session.user?.admin && { label: 'Owner', cell: (h) => h.owner }, // an admin sees everyone's
               { label: 'Signature', cell: (h) => h.signature },
               { label: 'Callback', cell: (h) => (h.webhook ? <code className="small">{h.webhook}</code> : '—') },
               { label: 'Calls', cell: (h) => <>{String(h.calls ?? 0)}{h.last_called_at ? <div className="muted small">last {fmtTime(h.last_called_at)}</div> : null}</> },

@@ -5,7 +5,7 @@
 
 import { useCallback, useState } from 'react';
 import { Link, useNavigate, useParams } from 'react-router-dom';
-import { api, enc } from '../lib/api';
+import { api, enc, session } from '../lib/api';
 import { fmtTime } from '../lib/format';
 import { fireText, timingText } from '../lib/triggers';
 import { Badge, BusyButton, Empty, ErrorBox, Loading, PageHead, Table, toast, usePoll, useTitle } from '../components/ui';
@@ -66,6 +66,7 @@ export default function SchedulesPage() {
             <Table caption="Schedules" rows={schedules} rowKey={(s) => s.id} rowProps={(s) => ({ 'data-schedule': s.name, 'data-enabled': String(s.enabled), 'aria-current': s.id === selected ? 'true' : undefined })} columns={[
               { label: 'Name', cell: (s) => <Link to={`/schedules/${enc(s.id)}`}><strong>{s.name}</strong></Link> },
               { label: 'Workflow', cell: (s) => workflows?.names[s.workflow_id] || <code>{s.workflow_id}</code> },
+              !!session.user?.admin && { label: 'Owner', cell: (s) => s.user_id }, // an admin sees everyone's
               { label: 'Timing', cell: (s) => <><code>{timingText(s)}</code>{s.end_at ? <div className="muted small">until {fmtTime(s.end_at)}</div> : null}</> },
               { label: 'State', cell: (s) => <Badge text={s.enabled ? 'enabled' : 'paused'} kind={s.enabled ? 'enabled' : 'disabled'} /> },
               { label: 'Next fires', className: 'time', cell: (s) => <NextFires times={s.next_fire_times} /> },
