@@ -9,6 +9,7 @@ import { newcomer } from './newcomer.mjs';
 import { chain, parked } from './chain.mjs';
 import { mcp } from './mcp.mjs';
 import { keys } from './keys.mjs';
+import { schedules } from './schedules.mjs';
 import { chat, chat_queue, chat_stop, chat_reload } from './chat.mjs';
 import { editor_build, editor_examples, editor_clipboard, editor_approval, editor_perf } from './editor.mjs';
 
@@ -381,6 +382,7 @@ export const scenarios = {
   parked, // in chain.mjs
   mcp, // in mcp.mjs
   keys, // in keys.mjs
+  schedules, // in schedules.mjs
   chat, chat_queue, chat_stop, chat_reload, // in chat.mjs
   editor_build, editor_examples, editor_clipboard, editor_approval, editor_perf, // in editor.mjs
 };

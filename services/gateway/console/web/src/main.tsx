@@ -22,6 +22,8 @@ import RunPage from './pages/Run';
 import KbPage from './pages/Kb';
 import KbDetailPage from './pages/KbDetail';
 import KeysPage from './pages/Keys';
+import SchedulesPage from './pages/Schedules';
+import HooksPage from './pages/Hooks';
 import EditorPage from './editor/EditorPage';
 
 export const BASE = '/console';
@@ -38,6 +40,8 @@ const NAV = [
   { href: '/chat', label: 'Chat' },
   { href: '/runs', label: 'Runs' },
   { href: '/kb', label: 'Knowledge' },
+  { href: '/schedules', label: 'Schedules' },
+  { href: '/hooks', label: 'Hooks' },
   { href: '/keys', label: 'Keys' },
 ];
 
@@ -132,6 +136,9 @@ function App() {
         <Route path="/runs/:id" element={page(<RunPage />, 'Run')} />
         <Route path="/kb" element={page(<KbPage />, 'Knowledge bases')} />
         <Route path="/kb/:name" element={page(<KbDetailPage />, 'Knowledge base')} />
+        <Route path="/schedules" element={page(<SchedulesPage />, 'Schedules')} />
+        <Route path="/schedules/:id" element={page(<SchedulesPage />, 'Schedules')} />
+        <Route path="/hooks" element={page(<HooksPage />, 'Hooks')} />
         <Route path="/keys" element={page(<KeysPage />, 'API keys')} />
         <Route path="*" element={page(<NotFound />, 'Not found')} />
       </Routes>

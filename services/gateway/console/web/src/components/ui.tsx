@@ -6,7 +6,7 @@ import {
   cloneElement, isValidElement, useCallback, useEffect, useId, useRef, useState, useSyncExternalStore,
   type ButtonHTMLAttributes, type ReactElement, type ReactNode,
 } from 'react';
-import { ApiError } from '../lib/api';
+import { ApiError, type ProblemItem } from '../lib/api';
 import { problemItemText } from '../lib/format';
 
 export function Badge({ text, kind }: { text: ReactNode; kind?: string | null }) {
@@ -22,13 +22,16 @@ export function Loading() {
   return <p className="muted">Loading…</p>;
 }
 
-/** A problem+json error as a readable box: its `detail` and each validation item. */
-export function ErrorBox({ error }: { error: unknown }) {
+/**
+ * A problem+json error as a readable box: its `detail` and each validation item (`items`, when
+ * given, are the ones left to say here: a form shows the others next to their fields).
+ */
+export function ErrorBox({ error, items: only }: { error: unknown; items?: ProblemItem[] }) {
   if (!error) return null;
   const err = error as any;
   const isApi = err instanceof ApiError;
   const detail = isApi ? err.message : String(err && err.message ? err.message : err);
-  const items = isApi ? err.errors : [];
+  const items = only ?? (isApi ? err.errors : []);
   return (
     <div className="error" role="alert">
       <strong>{isApi && err.status ? `${err.status} ${err.problem.title || 'Error'}: ` : 'Error: '}</strong>
@@ -42,15 +45,18 @@ export function ErrorBox({ error }: { error: unknown }) {
 }
 
 /** A labelled form field: the label points at the control (its id is made here). */
-export function Field({ label, hint, children, className }: { label: ReactNode; hint?: ReactNode; children: ReactElement; className?: string }) {
+export function Field({ label, hint, error, children, className }: { label: ReactNode; hint?: ReactNode; error?: string | null; children: ReactElement; className?: string }) {
   const made = useId();
-  const child = children as ReactElement<{ id?: string }>;
+  const child = children as ReactElement<{ id?: string; 'aria-invalid'?: boolean; 'aria-describedby'?: string }>;
   const id = (isValidElement(child) && child.props.id) || made;
+  // A server's word on this field (a 422 naming it) sits under the control and is read with it.
+  const extra = error ? { 'aria-invalid': true, 'aria-describedby': `${id}-error` } : {};
   return (
     <div className={`field ${className || ''}`}>
       <label htmlFor={id}>{label}</label>
-      {cloneElement(child, { id })}
+      {cloneElement(child, { id, ...extra })}
       {hint ? <div className="hint">{hint}</div> : null}
+      {error ? <div className="field-error" id={`${id}-error`} data-field-error="">{error}</div> : null}
     </div>
   );
 }
