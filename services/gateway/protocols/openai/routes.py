@@ -126,8 +126,9 @@ async def cancel_response(response_id: str, request: Request, user: Caller, db: 
 
 
 @router.delete("/responses/{response_id}")
-async def delete_response(response_id: str, user: Caller, db: DatabaseDep, bus: BusDep) -> dict[str, Any]:
-    return await stored.delete(db, bus, user, response_id)
+async def delete_response(response_id: str, request: Request, user: Caller, db: DatabaseDep,
+                          bus: BusDep) -> dict[str, Any]:
+    return await stored.delete(request.app.state, db, bus, user, response_id)
 
 
 @router.get("/responses/{response_id}/input_items")

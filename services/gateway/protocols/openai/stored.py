@@ -23,7 +23,7 @@ from services.gateway.protocols.openai.responses import ResponseFrames, whole
 from services.gateway.protocols.openai.start import Started
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.runs import submit as tasks
-from services.gateway.runs.views import load_owned
+from services.gateway.runs.views import current_task_view, load_owned
 from services.gateway.tables import Task, TaskNode
 from shared.bus import Bus
 from shared.contract.task import TERMINAL
@@ -154,9 +154,12 @@ def _forget(session: Session, user: Principal, run_id: str) -> None:
         session.add(node)
 
 
-async def delete(db: Database, bus: Bus, user: Principal, response_id: str) -> dict[str, Any]:
-    """`DELETE /v1/responses/{id}`: OpenAI's `response.deleted` object."""
+async def delete(state: Any, db: Database, bus: Bus, user: Principal, response_id: str) -> dict[str, Any]:
+    """`DELETE /v1/responses/{id}`: OpenAI's `response.deleted` object. The record is read once
+    it has caught up with the run's log (a response just answered may not be recorded ended yet)."""
     run_id = _run_id(response_id)
+    await db.run(_owned, user, run_id)
+    await current_task_view(db, bus, state.record_watch, user, run_id)
     await db.run(_forget, user, run_id)
     # The run's events hold its answer (and its input, in the task's first event): gone too.
     await bus.js.purge_stream(bus.names.events_stream, subject=bus.subjects.events_all(run_id))
