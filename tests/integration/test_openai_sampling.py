@@ -163,3 +163,16 @@ async def test_a_response_still_going_is_not_deleted(stack: ChatStack, scripted:
             await ai.responses.delete(going)
         assert (await ai.responses.cancel(going)).status == "cancelled"
         await events.close()
+
+
+async def test_a_conversations_run_is_no_response_to_delete(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    scripted.script([oai.reply("Noted.")])
+    async with sdk(stack, "conversation-keeper", **{"X-Agentix-Conversation": "new"}) as ai:
+        raw = await ai.chat.completions.with_raw_response.create(model="agentix-direct", messages=HELLO)
+        run_id = raw.headers["X-Agentix-Run-Id"]
+        assert raw.parse().choices[0].message.content == "Noted."
+        with pytest.raises(openai.NotFoundError):
+            await ai.responses.delete(f"resp_{run_id}")
+    api = await native(stack, "conversation-keeper")
+    task = (await api.get(f"/api/v1/tasks/{run_id}")).json()
+    assert task["input"]["text"] == "Hello"  # left as it was
