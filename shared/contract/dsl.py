@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from shared.contract.base import Contract
+from shared.contract.sampling import Sampling
 
 DSL_VERSION: Final = "1"
 NODE_KINDS: tuple[str, ...] = (
@@ -108,6 +109,9 @@ class AgentConfig(Config):
     # OpenAI's `response_format` (`json_object`, `json_schema`), sent to the model; with a
     # `json_schema` the answer must conform to the schema or the node fails (`bad_output`).
     response_format: dict[str, Any] | None = None
+    # OpenAI's other sampling choices (`top_p`, `stop`, `seed`, penalties, `logit_bias`,
+    # `reasoning_effort`, `verbosity`, the end user's id), sent to the model only when set.
+    sampling: Sampling | None = None
 
     @field_validator("client_tools")
     @classmethod

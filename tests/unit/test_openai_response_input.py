@@ -40,7 +40,8 @@ def test_items_become_turns_and_a_function_output_may_be_last() -> None:
 @pytest.mark.parametrize(("extra", "field"), [
     ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
     ({"tool_choice": "required"}, "tool_choice"),
-    ({"text": {"verbosity": "low"}}, "text.verbosity"),
+    ({"text": {"verbosity": "loud"}}, "text.verbosity"),
+    ({"text": {"stop": "x"}}, "text.stop"),
     ({"text": {"format": {"type": "grammar"}}}, "text.format.type"),
     ({"background": True}, "background"),
     ({"input": [{"type": "computer_call", "call_id": "x"}]}, "input[0].type"),

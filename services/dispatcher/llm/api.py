@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from shared.contract.models import Usage
+from shared.contract.sampling import Sampling
 from shared.contract.tools import ToolDescriptor, ToolMeta, ToolReply
 from shared.errors import AgentixError
 
@@ -97,6 +98,9 @@ class LLMRequest:
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     response_format: dict[str, Any] | None = None
+    # The agent's other sampling choices (docs/DSL.md `sampling`): an OpenAI-protocol model gets
+    # the ones set; the offline model honours `stop` only.
+    sampling: Sampling | None = None
     stream: bool = True
 
 

@@ -66,9 +66,18 @@ def merged_params(cfg: ModelConfig, request: LLMRequest) -> dict[str, Any]:
         "top_p": p.top_p,
     }
     out = {k: v for k, v in out.items() if v is not None}
+    # The request's own choices (a client's `top_p` beats the operator's default).
+    out.update(request.sampling.body() if request.sampling is not None else {})
     if p.extra:
         out["extra"] = p.extra
     return out
+
+
+def _cut_at_stop(text: str, stop: str | list[str] | None) -> str:
+    """The text up to the first stop sequence (OpenAI's `stop`: the sequence is not included)."""
+    cuts = [text.find(s) for s in ([stop] if isinstance(stop, str) else stop or [])]
+    found = [c for c in cuts if c >= 0]
+    return text[:min(found)] if found else text
 
 
 def _tool_call(index: int, call_id: str | None, name: str, raw: str) -> ToolCallRequest:
@@ -161,8 +170,9 @@ class OpenAIEndpoint:
         if request.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        if extra:  # provider-specific fields go into the body as they are
-            body.update(extra)
+        if extra:  # provider-specific fields go into the body as they are, under the request's own
+            chosen = request.sampling.body() if request.sampling is not None else {}
+            body.update({k: v for k, v in extra.items() if k not in chosen})
         return body
 
     async def generate(self, request: LLMRequest, sink: RawSink | None, *, pace: ReadPace | None = None
@@ -334,7 +344,8 @@ class _PacedReads:
 
 
 class OfflineEndpoint:
-    """The offline model behind the same interface (no usage reported: it is estimated)."""
+    """The offline model behind the same interface (no usage reported: it is estimated). It has
+    no sampling: of the request's choices it honours `sampling.stop` only (docs/DSL.md)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         self.config = cfg
@@ -355,6 +366,8 @@ class OfflineEndpoint:
                     await sink("tool_input", piece, (call_id, name))
             return Generation(text="", tool_calls=[ToolCallRequest(call_id, name, args)], finish_reason="tool_calls")
         text = offline_answer(request.messages, request.json_output)
+        if request.sampling is not None:
+            text = _cut_at_stop(text, request.sampling.stop)
         if request.stream and sink is not None:
             for piece in stream_pieces(text):
                 await sink("token", piece, None)

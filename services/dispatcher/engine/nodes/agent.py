@@ -41,7 +41,7 @@ async def run_agent_body(ctx: NodeContext, config: AgentConfig, prefix: str,
     request = LLMRequest(messages=messages, model=config.model or None, temperature=config.temperature,
                          max_tokens=config.max_tokens, json_output=config.output == "json", stream=stream,
                          tool_choice=config.tool_choice, parallel_tool_calls=config.parallel_tool_calls,
-                         response_format=config.response_format)
+                         response_format=config.response_format, sampling=config.sampling)
     tools = await ctx.tools_for(config.tools)
     if tools:
         defaults = tool_defaults(ctx.render_tree(config.tool_defaults, f"{prefix}.tool_defaults", extra))

@@ -2,13 +2,13 @@
 a run: the user's last message is the run's text, the messages before it are the history the
 client holds (a stateless request's memory window, `tool` messages left out).
 
-Sampling parameters (`temperature`, `max_tokens`, …) are accepted and ignored: the assistant's
-graph and the platform's model chain and token budget decide them. The client's function `tools`,
-`tool_choice` and `response_format` reach the model (`ClientChoices`); the history may carry the
-assistant's `tool_calls` and the `role: tool` results, and may end with them. What Agentix does
-not honour is a 400 naming the parameter: `n` > 1, `logprobs`, `top_logprobs`, audio output, the
-legacy `functions`/`function_call` and `function` role, tools other than functions, and content
-parts other than text (images, audio, files).
+The client's function `tools`, `tool_choice`, `response_format` and its sampling choices
+(`temperature`, `max_tokens`, `top_p`, `stop`, `seed`, …: `ClientChoices`) reach the model; the
+history may carry the assistant's `tool_calls` and the `role: tool` results, and may end with
+them. What Agentix does not honour is a 400 naming the parameter: `n` > 1, `logprobs`,
+`top_logprobs`, audio output, the legacy `functions`/`function_call` and `function` role, tools
+other than functions, content parts other than text (images, audio, files), and any parameter it
+does not know (`params`, which also says which known ones are accepted as no-ops and why).
 
 The tier-1 guardrail reads what the user wrote (`Prompt.strings`): the user's messages, never the
 client's own system/developer instructions, the assistant's turns or tool results."""
@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.chat.queue import MAX_TEXT
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.openai import params
+from shared.contract.sampling import Sampling
 
 # The roles that are part of a conversation's history (`developer` is OpenAI's newer `system`).
 _HISTORY_ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -63,9 +65,10 @@ class Message(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     include_usage: bool = False
+    include_obfuscation: bool | None = None  # a no-op (`params`): Agentix never pads its chunks
 
 
 class ChatCompletionRequest(BaseModel):
@@ -89,6 +92,24 @@ class ChatCompletionRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    # Sampling (checked by `Sampling`, with OpenAI's ranges).
+    top_p: float | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, int] | None = None
+    reasoning_effort: str | None = None
+    verbosity: str | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    # Known, and decided one by one in `params`.
+    metadata: dict[str, Any] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    prediction: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -106,6 +127,7 @@ class ClientChoices(BaseModel):
     # Sampling the answering agent takes (an agent node's own `temperature`, `max_tokens`).
     temperature: float | None = None
     max_tokens: int | None = None
+    sampling: Sampling | None = None  # the rest (`top_p`, `stop`, `seed`, …)
 
     def agent_config(self) -> dict[str, Any]:
         """The answering agent's config fields (see docs/DSL.md, `client_tools`)."""
@@ -122,6 +144,8 @@ class ClientChoices(BaseModel):
             config["temperature"] = self.temperature
         if self.max_tokens is not None:
             config["max_tokens"] = self.max_tokens
+        if self.sampling is not None:
+            config["sampling"] = self.sampling.body()
         return config
 
 
@@ -145,13 +169,22 @@ class Prompt(BaseModel):
         return [t for t in [self.text, *(m["content"] for m in self.history if m["role"] == "user")] if t]
 
 
-def _unsupported(param: str, why: str) -> ApiProblem:
-    return ApiProblem(400, "Bad Request", f"`{param}` is not supported: {why}",
-                      errors=[{"code": "unsupported_parameter", "message": why, "field": param}])
+_unsupported = params.unsupported
 
 
 def refuse_unsupported(body: ChatCompletionRequest) -> None:
-    """A 400 naming the first parameter Agentix cannot honour (never silently ignored)."""
+    """A 400 naming the first parameter Agentix does not know or cannot honour (never silently
+    ignored)."""
+    params.refuse_unknown(body.model_extra)
+    params.refuse_set([
+        ("store", body.store, "Agentix keeps no stored chat completions to list or retrieve (each run's record "
+                              "is at /api/v1/tasks/{id}); leave it out or send false."),
+        ("web_search_options", body.web_search_options, "the assistants have no built-in web search."),
+    ])
+    params.check_service_tier(body.service_tier)
+    params.check_metadata(body.metadata)
+    if body.prediction is not None and body.prediction.get("type") != "content":
+        raise params.invalid("prediction.type", "a prediction is `{type: content, content}`")
     if body.n is not None and body.n != 1:
         raise _unsupported("n", "an assistant run gives one answer; send n=1 or leave it out.")
     if body.logprobs:
@@ -241,5 +274,14 @@ def prompt_of(body: ChatCompletionRequest) -> Prompt:
                            parallel_tool_calls=body.parallel_tool_calls,
                            response_format=None if (body.response_format or {}).get("type", "text") == "text"
                            else body.response_format,
-                           temperature=body.temperature, max_tokens=body.max_completion_tokens or body.max_tokens)
+                           temperature=body.temperature, max_tokens=body.max_completion_tokens or body.max_tokens,
+                           sampling=sampling_of(body))
     return Prompt(text="" if last.role == "tool" else last.text, history=earlier, client=client)
+
+
+SAMPLING_FIELDS = ("top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort",
+                   "verbosity", "user", "safety_identifier")
+
+
+def sampling_of(body: ChatCompletionRequest) -> Sampling | None:
+    return params.sampling_of({name: getattr(body, name) for name in SAMPLING_FIELDS})

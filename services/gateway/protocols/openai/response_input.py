@@ -3,7 +3,9 @@
 earlier thoughts and are not given to it again), `instructions` first as a system message, the
 turns of `previous_response_id` before them, and the client's choices for the model (function
 `tools`, `tool_choice`, `text.format`) in the shapes the chat completions use, so the same
-answering agent takes them. What Agentix does not honour is a 400 naming the parameter."""
+answering agent takes them, with the sampling choices (`top_p`, `max_output_tokens`,
+`reasoning.effort`, `text.verbosity`, `user`, `safety_identifier`). What Agentix does not honour,
+or does not know, is a 400 naming the parameter (`params` says which known ones are no-ops)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.openai import params
 from services.gateway.protocols.openai.request import (
     ClientChoices,
     Prompt,
@@ -22,7 +25,7 @@ from services.gateway.protocols.openai.request import (
 # Parameters that change nothing when left at these values; anything else is refused by name.
 _NOT_YET: dict[str, tuple[Any, ...]] = {
     "conversation": (None,), "background": (None, False), "include": (None, []), "prompt": (None,),
-    "reasoning": (None, {}), "top_logprobs": (None, 0), "n": (None, 1),
+    "top_logprobs": (None, 0), "n": (None, 1), "max_tool_calls": (None,),
 }
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -44,11 +47,51 @@ class ResponseRequest(BaseModel):
     parallel_tool_calls: bool | None = None
     text: dict[str, Any] | None = None
     previous_response_id: str | None = Field(default=None, max_length=200)
+    # Sampling (checked by `Sampling`, with OpenAI's ranges): `reasoning.effort` is its
+    # `reasoning_effort`, `text.verbosity` its `verbosity`.
+    top_p: float | None = None
+    reasoning: dict[str, Any] | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    # Known, and decided in `params` and `check_params`.
+    truncation: str | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    stream_options: dict[str, Any] | None = None
+
+    @property
+    def effort(self) -> Any:
+        return (self.reasoning or {}).get("effort")
 
 
-def refuse(param: str, why: str) -> ApiProblem:
-    return ApiProblem(400, "Bad Request", f"`{param}` is not supported: {why}",
-                      errors=[{"code": "unsupported_parameter", "message": why, "field": param}])
+refuse = params.unsupported
+
+
+def check_params(body: ResponseRequest) -> None:
+    """The known parameters besides the prompt and the tools: each honoured, a no-op (`params`)
+    or refused by name; an unknown one is refused too."""
+    extra = body.model_extra or {}
+    for param, fine in _NOT_YET.items():
+        if extra.get(param) not in fine:
+            raise refuse(param, "the Responses API here does not take it.")
+    params.refuse_unknown({k: v for k, v in extra.items() if k not in _NOT_YET})
+    if body.store is False:
+        raise refuse("store", "a response is its run, kept for GET, input_items and previous_response_id; "
+                              "remove one with DELETE /v1/responses/{id}.")
+    if body.truncation not in (None, "disabled"):
+        raise refuse("truncation", "Agentix never drops turns to fit the model's context (`disabled`): an input "
+                                   "too long is an error.")
+    params.check_service_tier(body.service_tier)
+    params.check_metadata(body.metadata)
+    unknown = next((k for k in body.reasoning or {} if k not in ("effort", "summary", "generate_summary")), None)
+    if unknown is not None:
+        params.refuse_unknown({f"reasoning.{unknown}": True})
+    params.refuse_set([(f"reasoning.{k}", (body.reasoning or {}).get(k),
+                        "the model's reasoning is passed on as it streams it (a `reasoning` item), not "
+                        "summarized on request.") for k in ("summary", "generate_summary")])
+    unknown = next((k for k in body.stream_options or {} if k != "include_obfuscation"), None)
+    if unknown is not None:
+        params.refuse_unknown({f"stream_options.{unknown}": True})
 
 
 def _invalid(field: str, message: str) -> ApiProblem:
@@ -95,9 +138,9 @@ def tool_choice_of(value: str | dict[str, Any] | None, has_tools: bool) -> str |
 
 def response_format_of(text: dict[str, Any] | None) -> dict[str, Any] | None:
     """`text.format` as the chat completions' `response_format` (None for plain text)."""
-    extra = [k for k, v in (text or {}).items() if k != "format" and v is not None]
+    extra = [k for k, v in (text or {}).items() if k not in ("format", "verbosity") and v is not None]
     if extra:
-        raise refuse(f"text.{extra[0]}", "only `text.format` is taken.")
+        params.refuse_unknown({f"text.{extra[0]}": True})
     form = (text or {}).get("format") or {"type": "text"}
     kind = form.get("type")
     if kind == "text":
@@ -147,10 +190,7 @@ def _turns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None) -> Prompt:
     """The run's input: the last user message (or none after tool outputs), the turns before it
     (`previous_response_id`'s first, then `instructions`, then the items)."""
-    extra = body.model_extra or {}
-    for param, fine in _NOT_YET.items():
-        if extra.get(param) not in fine:
-            raise refuse(param, "the Responses API here does not take it.")
+    check_params(body)
     items = [{"role": "user", "content": body.input}] if isinstance(body.input, str) else body.input
     turns = _turns(items)
     last = turns[-1] if turns else None
@@ -161,7 +201,12 @@ def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None
     tools = function_tools(body.tools or [])
     client = ClientChoices(tools=tools, tool_choice=tool_choice_of(body.tool_choice, bool(tools)),
                            parallel_tool_calls=body.parallel_tool_calls, response_format=response_format_of(body.text),
-                           temperature=body.temperature, max_tokens=body.max_output_tokens)
+                           temperature=body.temperature, max_tokens=body.max_output_tokens,
+                           sampling=params.sampling_of(
+                               {"top_p": body.top_p, "reasoning_effort": body.effort, "user": body.user,
+                                "verbosity": (body.text or {}).get("verbosity"),
+                                "safety_identifier": body.safety_identifier},
+                               {"reasoning_effort": "reasoning.effort", "verbosity": "text.verbosity"}))
     instructions = [{"role": "system", "content": body.instructions}] if body.instructions else []
     if last["role"] == "tool":
         return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client)

@@ -125,6 +125,12 @@ async def cancel_response(response_id: str, request: Request, user: Caller, db: 
     return await responses.whole(request.app.state, bus, frames, live)
 
 
+@router.delete("/responses/{response_id}")
+async def delete_response(response_id: str, request: Request, user: Caller, db: DatabaseDep,
+                          bus: BusDep) -> dict[str, Any]:
+    return await stored.delete(request.app.state, db, bus, user, response_id)
+
+
 @router.get("/responses/{response_id}/input_items")
 async def response_input_items(response_id: str, user: Caller, db: DatabaseDep,
                                order: Annotated[Literal["asc", "desc"], Query()] = "desc") -> dict[str, Any]:

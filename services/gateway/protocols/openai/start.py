@@ -81,10 +81,14 @@ async def _post(db: Database, bus: Bus, user: Principal, conversation_id: str, m
 
 
 def _refuse_client_choices(prompt: Prompt, why: str) -> None:
-    """A run whose graph is not built for this request cannot take the client's tools, format or
-    tool turns: a 400 naming what was sent."""
-    for param, given in (("tools", prompt.client.tools), ("tool_choice", prompt.client.tool_choice),
-                         ("response_format", prompt.client.response_format),
+    """A run whose graph is not built for this request cannot take the client's tools, format,
+    sampling or tool turns: a 400 naming what was sent."""
+    client = prompt.client
+    sampled = client.sampling.body() if client.sampling is not None else {}
+    for param, given in (("tools", client.tools), ("tool_choice", client.tool_choice),
+                         ("response_format", client.response_format),
+                         ("temperature", client.temperature is not None),
+                         ("max_tokens", client.max_tokens is not None), *((name, True) for name in sampled),
                          ("messages", prompt.carries_tool_turns or not prompt.text)):
         if given:
             what = "tool calls and results" if param == "messages" else f"`{param}`"

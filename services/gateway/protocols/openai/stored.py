@@ -1,15 +1,21 @@
 """A response after `POST /v1/responses`: `GET /v1/responses/{id}` (the response object, or with
 `stream=true` its typed events again from the first, or after `starting_after`) and
-`POST /v1/responses/{id}/cancel`. A response is its run (`resp_<run id>`), read from the run's
-event log like every stream of the run feed; another user's is a 404 as an unknown one."""
+`POST /v1/responses/{id}/cancel`, `DELETE /v1/responses/{id}`. A response is its run
+(`resp_<run id>`), read from the run's event log like every stream of the run feed; another
+user's is a 404 as an unknown one.
+
+Deleting a response removes what it said and was given — the run's events, its input and output
+— but not the task row's record of it (status, usage, cost: what the audit and the usage totals
+count), which is marked so that the response is a 404 from then on."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from services.gateway.access.principal import Principal
+from services.gateway.chat.tables import ChatRun
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.openai.response_input import ResponseRequest
@@ -17,11 +23,13 @@ from services.gateway.protocols.openai.responses import ResponseFrames, whole
 from services.gateway.protocols.openai.start import Started
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.runs import submit as tasks
-from services.gateway.runs.views import load_owned
+from services.gateway.runs.views import current_task_view, load_owned
+from services.gateway.tables import Task, TaskNode
 from shared.bus import Bus
 from shared.contract.task import TERMINAL
 
 PREFIX: Final = "resp_"
+DELETED: Final = "response_deleted"  # set in a task's `options` once its response is deleted
 
 
 def _run_id(response_id: str) -> str:
@@ -30,11 +38,20 @@ def _run_id(response_id: str) -> str:
     return response_id[len(PREFIX):]
 
 
-def _input_of(session: Session, user: Principal, run_id: str) -> dict[str, Any]:
+def _task(session: Session, user: Principal, run_id: str) -> Task:
+    """The response's task (404 for another user's, an unknown or a deleted one)."""
+    missing = ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`.", type_="not_found")
     try:
-        return dict(load_owned(session, user, run_id).input or {})
+        task = load_owned(session, user, run_id)
     except ApiProblem as exc:
-        raise ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`.", type_="not_found") from exc
+        raise missing from exc
+    if (task.options or {}).get(DELETED):
+        raise missing
+    return task
+
+
+def _input_of(session: Session, user: Principal, run_id: str) -> dict[str, Any]:
+    return dict(_task(session, user, run_id).input or {})
 
 
 def _turns_given(given: dict[str, Any]) -> list[dict[str, Any]]:
@@ -96,10 +113,7 @@ async def previous_turns(state: Any, db: Database, bus: Bus, user: Principal, re
 
 
 def _owned(session: Session, user: Principal, run_id: str) -> tuple[str, str | None]:
-    try:
-        task = load_owned(session, user, run_id)
-    except ApiProblem as exc:
-        raise ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`.", type_="not_found") from exc
+    task = _task(session, user, run_id)
     return task.status, task.workflow_id
 
 
@@ -120,3 +134,33 @@ async def cancel(db: Database, bus: Bus, user: Principal, response_id: str) -> N
     run_id = _run_id(response_id)
     await db.run(_owned, user, run_id)
     await tasks.cancel(db, bus, user, run_id)
+
+
+def _forget(session: Session, user: Principal, run_id: str) -> None:
+    """Empty the response's task of what it was given and answered, and mark it deleted. A run
+    still going is a 409 (cancel it first); a conversation's run is its conversation's, deleted
+    with it (404 here, as it is no response)."""
+    task = _task(session, user, run_id)
+    if session.get(ChatRun, run_id) is not None:
+        raise ApiProblem(404, "Not Found", f"No response `{PREFIX}{run_id}`: it is a conversation's run.",
+                         type_="not_found")
+    if task.status not in TERMINAL:
+        raise ApiProblem(409, "Conflict", f"The response `{PREFIX}{run_id}` is still going: cancel it first.")
+    task.input, task.output = {}, None
+    task.options = {**(task.options or {}), DELETED: True}
+    session.add(task)
+    for node in session.exec(select(TaskNode).where(TaskNode.task_id == run_id)):
+        node.output_preview = None
+        session.add(node)
+
+
+async def delete(state: Any, db: Database, bus: Bus, user: Principal, response_id: str) -> dict[str, Any]:
+    """`DELETE /v1/responses/{id}`: OpenAI's `response.deleted` object. The record is read once
+    it has caught up with the run's log (a response just answered may not be recorded ended yet)."""
+    run_id = _run_id(response_id)
+    await db.run(_owned, user, run_id)
+    await current_task_view(db, bus, state.record_watch, user, run_id)
+    await db.run(_forget, user, run_id)
+    # The run's events hold its answer (and its input, in the task's first event): gone too.
+    await bus.js.purge_stream(bus.names.events_stream, subject=bus.subjects.events_all(run_id))
+    return {"id": response_id, "object": "response.deleted", "deleted": True}
