@@ -37,6 +37,7 @@ SortBy = Literal["cron_id", "assistant_id", "thread_id", "created_at", "updated_
 # The schedules' names of the fields a cron calls otherwise, for their errors.
 _RENAMED: Final = {"cron": "schedule", "end_at": "end_time", "workflow_id": "assistant_id"}
 _NAMED = re.compile(r"`(cron|end_at|workflow_id)`")
+SCHEDULE_MAX: Final = 190  # the schedules' `cron` takes 200 characters, and `0 ` goes before it
 _NO_THREAD = "a cron's fire starts a workflow task, which has no thread"
 
 
@@ -122,7 +123,7 @@ class CronCreate(_CronFields):
     """`POST /runs/crons` (and `/threads/{id}/runs/crons`, refused)."""
 
     assistant_id: str = Field(min_length=1, max_length=200)
-    schedule: str = Field(min_length=1, max_length=200)
+    schedule: str = Field(min_length=1, max_length=SCHEDULE_MAX)
     end_time: datetime | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] | None = None
 
@@ -138,7 +139,7 @@ class CronCreate(_CronFields):
 class CronPatch(_CronFields):
     """`PATCH /runs/crons/{id}`: the fields given replace the cron's; `end_time: null` clears it."""
 
-    schedule: str | None = Field(default=None, min_length=1, max_length=200)
+    schedule: str | None = Field(default=None, min_length=1, max_length=SCHEDULE_MAX)
     end_time: datetime | None = None
 
 
