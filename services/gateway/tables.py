@@ -84,6 +84,9 @@ class Task(GatewayModel, table=True):
     retry: int = 0
     idempotency_key: str | None = Field(default=None, max_length=255)
     session_id: str | None = Field(default=None, max_length=128)
+    # What started the task when no person did (migration 0016): `{kind: schedule, id, fired_at}`
+    # or `{kind: hook, id, delivery_id}`; None for a task posted by a user.
+    trigger: dict[str, Any] | None = _json(None)
     created_at: datetime = _stamp(index=True)
     # Set once the task message is on the queue; a row without it is re-published later.
     queued_at: datetime | None = _ts()

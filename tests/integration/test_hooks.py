@@ -102,6 +102,9 @@ async def test_a_signed_call_starts_one_task_with_the_mapped_input_and_a_replay_
     assert resp.json()["delivery_id"] == "evt_1"
     task = await ended(alice, task_id)
     assert task["status"] == "done" and task["output"] == {"out": "two lamps/r9"}
+    assert task["trigger"] == {"kind": "hook", "id": hook["id"], "delivery_id": "evt_1"}
+    listed = (await alice.get("/api/v1/tasks")).json()["items"]
+    assert [t["trigger"] for t in listed] == [task["trigger"]]
 
     again = await alice.post(f"/hooks/{hook['id']}", params={"ref": "r9"}, content=body, headers=headers)
     assert again.status_code == 409
@@ -154,7 +157,9 @@ async def test_github_style_signature_and_delivery_id(alice: httpx.AsyncClient) 
                "x-github-event": "push", "content-type": "application/json"}
     resp = await alice.post(f"/hooks/{hook['id']}", content=body, headers=headers)
     assert resp.status_code == 202, resp.text
-    assert (await ended(alice, resp.json()["task_id"]))["output"] == {"out": "pushed/push"}
+    task = await ended(alice, resp.json()["task_id"])
+    assert task["output"] == {"out": "pushed/push"}
+    assert task["trigger"] == {"kind": "hook", "id": hook["id"], "delivery_id": "d-1"}
     assert (await alice.post(f"/hooks/{hook['id']}", content=body, headers=headers)).status_code == 409
     bad = {**headers, "x-hub-signature-256": github_signature("nope", body), "x-github-delivery": "d-2"}
     assert (await alice.post(f"/hooks/{hook['id']}", content=body, headers=bad)).status_code == 401

@@ -97,6 +97,10 @@ async def test_each_fire_becomes_one_task_and_an_overlapping_one_is_skipped(gw: 
     task = (await alice.get(f"/api/v1/tasks/{started[0]['task_id']}")).json()
     assert task["status"] == "submitted" and task["input"] == {"text": "tick"}
     assert started[0]["id"] == f"fire:{sid}:{started[0]['seq']}"
+    assert task["trigger"] == {"kind": "schedule", "id": sid, "fired_at": task["trigger"]["fired_at"]}
+    assert datetime.fromisoformat(task["trigger"]["fired_at"]) == datetime.fromisoformat(started[0]["fired_at"])
+    listed = (await alice.get("/api/v1/tasks")).json()["items"]
+    assert next(t for t in listed if t["id"] == task["id"])["trigger"] == task["trigger"]
 
     # the same fire again (a redelivery): decided already, so nothing more starts
     assert gw.app is not None
@@ -107,7 +111,14 @@ async def test_each_fire_becomes_one_task_and_an_overlapping_one_is_skipped(gw: 
     assert (await alice.post(f"/api/v1/schedules/{sid}/pause")).json()["enabled"] is False
     ran = (await alice.post(f"/api/v1/schedules/{sid}/run")).json()
     assert ran["fire_id"].startswith(f"now:{sid}:")
-    assert (await alice.get(f"/api/v1/tasks/{ran['task_id']}")).status_code == 200
+    now_task = (await alice.get(f"/api/v1/tasks/{ran['task_id']}")).json()
+    assert now_task["trigger"]["kind"] == "schedule" and now_task["trigger"]["id"] == sid
+    # a task a person posts names no trigger, and none can be given in its body
+    posted = await alice.post("/api/v1/tasks", json={"workflow_id": wid, "input": {"text": "by hand"}})
+    assert posted.status_code == 202, posted.text
+    assert (await alice.get(f"/api/v1/tasks/{posted.json()['id']}")).json()["trigger"] is None
+    spoofed = await alice.post("/api/v1/tasks", json={"workflow_id": wid, "trigger": {"kind": "schedule"}})
+    assert_problem(spoofed, 422)
     # the run-now fire's task is found again by its id, never made twice
     body = SubmitTask(workflow_id=wid, input={"text": "tick"})
     replay = await db.run(create_in, Principal(id="alice"), body, ran["fire_id"])

@@ -87,8 +87,9 @@ def _resolve_dsl(session: Session, user: Principal, body: SubmitTask) -> tuple[d
 
 
 def _task_values(user: Principal, body: SubmitTask, dsl: dict[str, Any], workflow_id: str | None, key: str | None,
-                 grey: list[str]) -> dict[str, Any]:  # fmt: skip
-    """A new task row's columns (the others take their defaults)."""
+                 grey: list[str], trigger: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A new task row's columns (the others take their defaults). `trigger`: what started it when
+    no person did (a schedule's fire, a hook's call); never taken from a request's body."""
     return {
         "id": new_id("t"),
         "user_id": user.id,
@@ -99,10 +100,12 @@ def _task_values(user: Principal, body: SubmitTask, dsl: dict[str, Any], workflo
         "guardrail_grey": grey,
         "idempotency_key": key,
         "session_id": body.session_id,
+        "trigger": trigger,
     }
 
 
-def _create(session: Session, user: Principal, body: SubmitTask, key: str | None, grey: list[str]) -> tuple[Task, bool]:
+def _create(session: Session, user: Principal, body: SubmitTask, key: str | None, grey: list[str],
+            trigger: dict[str, Any] | None = None) -> tuple[Task, bool]:  # fmt: skip
     """Insert the task (and its idempotency key); returns (task, created)."""
     if key:
         existing = _existing_for_key(session, user.id, key)
@@ -111,7 +114,7 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
     dsl, workflow_id = _resolve_dsl(session, user, body)
     check_dsl(dsl)
     check_input(dsl, body.input)
-    task = Task(**_task_values(user, body, dsl, workflow_id, key, grey))
+    task = Task(**_task_values(user, body, dsl, workflow_id, key, grey, trigger))
     session.add(task)
     if body.webhook is not None:  # its delivery log, with the task: a task never ends owing an unknown callback
         session.add(CallbackDelivery(id=new_id("cb"), task_id=task.id, user_id=user.id, url=body.webhook))
@@ -127,21 +130,23 @@ def _create(session: Session, user: Principal, body: SubmitTask, key: str | None
     return task, True
 
 
-def create_in(session: Session, user: Principal, body: SubmitTask, key: str) -> Task:
+def create_in(session: Session, user: Principal, body: SubmitTask, key: str,
+              trigger: dict[str, Any] | None = None) -> Task:  # fmt: skip
     """A task row (and its idempotency key) written in the caller's transaction, for a writer
     whose own record must commit with it (a schedule's fire and its task); a key seen before
     answers its task. Queue it with `queue_task` once committed."""
-    return _create(session, user, body, key, [])[0]
+    return _create(session, user, body, key, [], trigger)[0]
 
 
-def prepared_task(session: Session, user: Principal, body: SubmitTask, key: str) -> Task:
+def prepared_task(session: Session, user: Principal, body: SubmitTask, key: str,
+                  trigger: dict[str, Any] | None = None) -> Task:  # fmt: skip
     """A new task row for `body`, checked as a submission is (workflow, DSL, input) but not
     written: a writer of many at once (a batch of schedule fires, whose keys are new by
     construction) writes them with `insert_tasks` in its own transaction."""
     dsl, workflow_id = _resolve_dsl(session, user, body)
     check_dsl(dsl)
     check_input(dsl, body.input)
-    return new_row(Task, **_task_values(user, body, dsl, workflow_id, key, []))
+    return new_row(Task, **_task_values(user, body, dsl, workflow_id, key, [], trigger))
 
 
 def insert_tasks(session: Session, tasks: list[Task]) -> None:
@@ -156,11 +161,11 @@ def insert_tasks(session: Session, tasks: list[Task]) -> None:
 
 
 async def _create_task(db: Database, user: Principal, body: SubmitTask, key: str | None,
-                       grey: list[str]) -> tuple[Task, bool]:  # fmt: skip
+                       grey: list[str], trigger: dict[str, Any] | None) -> tuple[Task, bool]:  # fmt: skip
     """`_create`; a task given as a DSL without an idempotency key — the usual submit — reads
     nothing first, so its row is one insert that shares its commit with concurrent writes."""
-    if key is not None or body.workflow_id is not None or body.dsl is None or body.webhook is not None:
-        return await db.run(_create, user, body, key, grey)
+    if key is not None or body.workflow_id is not None or body.dsl is None or body.webhook is not None or trigger:
+        return await db.run(_create, user, body, key, grey, trigger)
     check_dsl(body.dsl)
     check_input(body.dsl, body.input)
     task = new_row(Task, **_task_values(user, body, body.dsl, None, None, grey))
@@ -221,14 +226,15 @@ BeforeQueue = Callable[[Task], Awaitable[None]]  # runs once a new task's row is
 
 async def submit(
     db: Database, bus: Bus | None, user: Principal, body: SubmitTask, key: str | None, grey: list[str],
-    before_queue: BeforeQueue | None = None,
+    before_queue: BeforeQueue | None = None, trigger: dict[str, Any] | None = None,
 ) -> tuple[Task, bool, bool]:
     """Returns (task, created, queued). `before_queue` runs once a new task's row is written,
-    before its message is published (e.g. to start reading its events)."""
+    before its message is published (e.g. to start reading its events); `trigger` is what
+    started it when no person did (`_task_values`)."""
     if key is not None and not 1 <= len(key) <= 255:
         raise ApiProblem(400, "Bad Request", "Idempotency-Key must be 1 to 255 characters.")
     try:
-        task, created = await _create_task(db, user, body, key, grey)
+        task, created = await _create_task(db, user, body, key, grey, trigger)
     except (IntegrityError, _KeyTaken):
         # The same key raced in from a parallel request: answer with the winner's task.
         winner = await db.run(lambda s: _existing_for_key(s, user.id, key or ""))

@@ -97,6 +97,7 @@ def summary(task: Task) -> dict[str, Any]:
         "started_at": aware(task.started_at),
         "finished_at": aware(task.finished_at),
         "error": task.error,
+        "trigger": task.trigger,
         "usage": usage_view(task.usage),
         "links": links(task.id),
     }

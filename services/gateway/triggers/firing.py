@@ -59,12 +59,13 @@ def _why_not(row: Schedule, fire: Fire, late_reason: str | None, now_running: in
     return None
 
 
-def _task_for(session: Session, row: Schedule, fire_id: str) -> tuple[Task | None, str | None]:
-    """The fire's task (not yet written), or why it starts none: a workflow gone or an input it
-    no longer takes."""
+def _task_for(session: Session, row: Schedule, fire_id: str, fired_at: datetime) -> tuple[Task | None, str | None]:
+    """The fire's task (not yet written), naming the schedule and the fire's time as its
+    trigger; or why it starts none: a workflow gone or an input it no longer takes."""
     body = SubmitTask(workflow_id=row.workflow_id, input=dict(row.input or {}))
+    trigger = {"kind": "schedule", "id": row.id, "fired_at": fired_at.isoformat()}
     try:
-        return prepared_task(session, Principal(id=row.user_id), body, fire_id), None
+        return prepared_task(session, Principal(id=row.user_id), body, fire_id, trigger), None
     except ApiProblem as exc:
         return None, f"the task was refused: {exc.detail}"
 
@@ -101,7 +102,7 @@ def decide_all(session: Session, fires: list[Fire]) -> list[Task]:
         reason = _why_not(row, fire, verdict.reason, counts[row.id])
         task = None
         if reason is None:
-            task, reason = _task_for(session, row, fire.fire_id)
+            task, reason = _task_for(session, row, fire.fire_id, fire.fired_at)
         if task is not None:
             tasks.append(task)
             counts[row.id] += 1
@@ -121,7 +122,7 @@ def decide_now(session: Session, schedule_id: str, at: datetime) -> tuple[str, T
     row = session.get(Schedule, schedule_id)
     assert row is not None
     fire_id = f"now:{schedule_id}:{new_id('n')}"
-    task, refused = _task_for(session, row, fire_id)
+    task, refused = _task_for(session, row, fire_id, at)
     insert_tasks(session, [task] if task else [])
     session.add(ScheduleFire(id=fire_id, schedule_id=schedule_id, fired_at=at, reason=refused or "run now",
                              outcome="skipped" if refused else "started", task_id=task.id if task else None))

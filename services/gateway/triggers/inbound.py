@@ -117,7 +117,9 @@ async def receive(request: Request, hook_id: str) -> Accepted:
     task_input = _input(hook, body, request)
     grey = await check_text(st, request.scope, [json.dumps(task_input, ensure_ascii=False)], "hook call's input")
     submit = svc.SubmitTask(workflow_id=hook.workflow_id, input=task_input, webhook=hook.webhook)
-    task, created, queued = await svc.submit(st.db, st.bus, owner, submit, f"hook:{hook.id}:{delivery_id}", grey)
+    trigger = {"kind": "hook", "id": hook.id, "delivery_id": delivery_id}
+    task, created, queued = await svc.submit(st.db, st.bus, owner, submit, f"hook:{hook.id}:{delivery_id}", grey,
+                                             trigger=trigger)
     if not created:
         raise ApiProblem(409, "Replayed webhook",
                          f"Delivery {delivery_id!r} was already accepted (task {task.id}): the call starts nothing.",

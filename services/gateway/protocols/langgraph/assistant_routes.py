@@ -31,7 +31,7 @@ async def ok() -> dict[str, bool]:
 async def info() -> dict[str, Any]:
     """What this server is and which optional parts of the API it has (as `langgraph-api` says it)."""
     return {"version": VERSION, "server": "agentix", "langgraph_py_version": None,
-            "flags": {"assistants": True, "crons": False, "langsmith": False, "langsmith_tracing_replicas": False,
+            "flags": {"assistants": True, "crons": True, "langsmith": False, "langsmith_tracing_replicas": False,
                       "store": True, "threads": True, "runs": True},
             "host": {"kind": "self-hosted", "project_id": None, "host_revision_id": None, "revision_id": None,
                      "tenant_id": None}}
