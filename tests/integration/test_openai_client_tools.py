@@ -8,55 +8,25 @@ model and its answer checked (`parse()` with a pydantic model; a non-conforming 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
 import pytest
-from openai import AsyncOpenAI
 from pydantic import BaseModel
 
-from shared.auth_tokens import mint_token
-from tests.conftest import make_settings
-from tests.integration.chat_support import ChatStack, chat_stack
+from tests.integration import test_openai_compat as compat
+from tests.integration.chat_support import ChatStack
 from tests.integration.test_tool_approval import CountingTools
 from tests.support import openai_server as oai
-from tests.support.nats_server import NatsServer
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 
 
-@pytest.fixture(scope="module")
-async def srv() -> AsyncIterator[oai.OpenAIServer]:
-    async with oai.OpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def tools() -> CountingTools:
-    return CountingTools()
-
-
-@pytest.fixture(scope="module")
-async def stack(nats_server: NatsServer, tmp_path_factory: pytest.TempPathFactory,
-                srv: oai.OpenAIServer, tools: CountingTools) -> AsyncIterator[ChatStack]:
-    settings = make_settings(nats_server.url, tmp_path_factory.mktemp("oai-tools") / "data", llm_base_url=srv.url,
-                             llm_model="m", llm_api_key="k", llm_retry_attempts=1)
-    async with chat_stack(settings, tools=tools.registry) as chat:
-        yield chat
-
-
-@pytest.fixture
-def scripted(srv: oai.OpenAIServer) -> oai.OpenAIServer:
-    srv.reset()
-    return srv
-
-
-def sdk(stack: ChatStack, user: str) -> AsyncOpenAI:
-    return AsyncOpenAI(base_url=f"{stack.gateways[0].url}/v1", api_key=mint_token(stack.settings, user),
-                       max_retries=0, timeout=90)
+# The compatibility tests' stack (gateway, dispatcher, the scripted model, `weather` and the
+# high-risk `wipe` as the assistant's own tools), set up once per module.
+srv, tools, stack, scripted, sdk = compat.srv, compat.tools, compat.stack, compat.scripted, compat.sdk
 
 
 def offered(srv: oai.OpenAIServer, index: int = -1) -> list[str]:

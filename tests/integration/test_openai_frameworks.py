@@ -7,7 +7,6 @@ the OpenAI Agents SDK — an `Agent` with a local `@function_tool` on `OpenAIRes
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
@@ -26,33 +25,15 @@ from langchain_openai import ChatOpenAI
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 
-from tests.conftest import make_settings
-from tests.integration.chat_support import ChatStack, chat_stack
+from tests.integration import test_openai_compat as compat
+from tests.integration.chat_support import ChatStack
 from tests.support import openai_server as oai
-from tests.support.nats_server import NatsServer
 
 set_tracing_disabled(True)  # the Agents SDK would export its traces to OpenAI
 
 
-@pytest.fixture(scope="module")
-async def srv() -> AsyncIterator[oai.OpenAIServer]:
-    async with oai.OpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-async def stack(nats_server: NatsServer, tmp_path_factory: pytest.TempPathFactory,
-                srv: oai.OpenAIServer) -> AsyncIterator[ChatStack]:
-    settings = make_settings(nats_server.url, tmp_path_factory.mktemp("oai-frameworks") / "data",
-                             llm_base_url=srv.url, llm_model="m", llm_api_key="k", llm_retry_attempts=1)
-    async with chat_stack(settings) as chat:
-        yield chat
-
-
-@pytest.fixture
-def scripted(srv: oai.OpenAIServer) -> oai.OpenAIServer:
-    srv.reset()
-    return srv
+# The compatibility tests' stack (gateway, dispatcher, the scripted model), set up once per module.
+srv, tools, stack, scripted = compat.srv, compat.tools, compat.stack, compat.scripted
 
 
 def base_url(stack: ChatStack) -> str:
