@@ -1,7 +1,8 @@
 """Completion callbacks of chat runs and `/lg` runs over a real gateway, NATS, dispatcher and a
 scripted model, to a real HTTP receiver: a chat run's end is POSTed signed (verified with the
-real `standardwebhooks` library); the real `langgraph_sdk`'s `runs.create(…, webhook=)` on a
-thread and a stateless `runs.wait(None, …, webhook=)` deliver the LangGraph run-webhook payload;
+real `standardwebhooks` library) and retried after a 500; the real `langgraph_sdk`'s
+`runs.create(…, webhook=)` on a thread, a stateless `runs.wait(None, …, webhook=)` and a failed
+run deliver the LangGraph run-webhook payload;
 an `/lg` run that stops at an approval calls back then (as LangGraph's server does at an
 interrupt) and once more after a resume that names a webhook; a loopback target is refused,
 naming `webhook`, unless private targets are allowed."""
@@ -72,7 +73,7 @@ async def test_a_chat_run_with_a_webhook_posts_its_end_signed(scripted: Settings
 
 
 async def test_lg_runs_deliver_the_langgraph_run_webhook_payload(scripted: Settings, srv: oai.OpenAIServer) -> None:
-    srv.script([oai.reply(ANSWER), oai.reply("Bergen is on the west coast.")])
+    srv.script([oai.reply(ANSWER), oai.reply("Bergen is on the west coast."), oai.auth_failure(), oai.auth_failure()])
     async with Receiver([]) as rx, chat_stack(allowing(scripted)) as stack:
         client = lg(stack, "cb-lg")
         native = await stack.client("cb-lg")
@@ -98,6 +99,14 @@ async def test_lg_runs_deliver_the_langgraph_run_webhook_payload(scripted: Setti
         sent = verified(secret, rx, other["id"])
         assert sent["status"] == "success" and sent["run_id"] == other["task_id"]
         assert sent["values"]["messages"][-1] == values["messages"][-1]
+
+        failing = await client.runs.create(thread, "chat-direct", input=ask("And again?"), webhook=rx.url)
+        error = (await client.runs.join(thread, failing["run_id"]))["__error__"]
+        (failed,) = await delivered(native, failing["run_id"])
+        sent = verified(secret, rx, failed["id"])
+        assert sent["status"] == "error" and sent["error"] == error  # as `runs.wait`'s `__error__`
+        assert sent["error"] == {"error": "auth", "message": "The model provider refused the API key."}
+        assert sent["values"]["messages"][-1]["content"] == error["message"]  # the failure, said in the thread
 
 
 async def test_an_lg_run_calls_back_at_its_approval_and_after_a_resume_with_a_webhook(
