@@ -165,4 +165,10 @@ async def test_a_loopback_target_is_refused_naming_webhook_unless_allowed(settin
         client = lg(stack, "cb-allowed")
         thread = (await client.threads.create())["thread_id"]
         made = await client.runs.create(thread, "chat-direct", input=ask("hi"), webhook=target)
-        assert made["status"] == "pending"
+        assert made["status"] == "pending"  # no dispatcher: it never ends
+        native = await stack.client("cb-allowed")
+        (owed,) = (await native.get("/api/v1/callbacks")).json()["items"]
+        assert (owed["task_id"], owed["kind"], owed["status"]) == (made["run_id"], "lg", "waiting")
+        await client.threads.delete(thread)  # the run goes before it ends: its callback fails, saying why
+        gone = (await native.get(f"/api/v1/callbacks/{owed['id']}")).json()
+        assert gone["status"] == "failed" and "conversation was deleted" in gone["last_error"]

@@ -37,6 +37,18 @@ def owe(session: Session, run_id: str, user_id: str, url: str, kind: str) -> str
     return row.id
 
 
+def orphan(session: Session, run_ids: list[str], reason: str) -> None:
+    """The callbacks still owed by runs deleted before they ended (their conversation went):
+    nothing is left to report, so they fail, with why, rather than wait for ever."""
+    if not run_ids:
+        return
+    for row in session.exec(select(CallbackDelivery).where(col(CallbackDelivery.task_id).in_(run_ids),
+                                                           CallbackDelivery.kind != "task",
+                                                           CallbackDelivery.status == "waiting")):
+        row.status, row.last_error, row.updated_at = "failed", reason, now()
+        session.add(row)
+
+
 def drop_waiting(session: Session, delivery_id: str) -> None:
     """A callback owed by a request that was then refused (an `/lg` resume whose approval failed)."""
     row = session.get(CallbackDelivery, delivery_id)
