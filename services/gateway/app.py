@@ -38,6 +38,7 @@ from services.gateway.middleware.tracing import TracingMiddleware
 from services.gateway.openapi import install_openapi
 from services.gateway.problems import install_problem_handlers
 from services.gateway.protocols.langgraph import mount_langgraph
+from services.gateway.protocols.langgraph import webhook as lg_webhook
 from services.gateway.protocols.mcp import mount_mcp
 from services.gateway.protocols.openai import mount_openai
 from services.gateway.routing import add_routes
@@ -49,6 +50,7 @@ from services.gateway.schema_version import check_schema
 from services.gateway.triggers.callback_worker import CallbackWorker
 from services.gateway.triggers.callbacks import CallbackEnds
 from services.gateway.triggers.firing import FireConsumer
+from services.gateway.triggers.run_callbacks import RunCallbacks
 from shared.aio import cancel_and_wait
 from shared.bus import Bus
 from shared.bus.control import ControlPlane
@@ -147,7 +149,9 @@ def _wire_bus_side(app: FastAPI, host: ServiceHost, bus: Bus) -> None:
     host.on_drain("key revocations", st.key_revocations.stop)
     st.recorder = Recorder(bus, st.db, st.metrics, linger_s=settings.recorder_linger_ms / 1000)
     host.on_drain("event recorder", st.recorder.stop)
-    st.conversation_queue = ConversationQueue(bus, st.db)
+    # A chat or `/lg` run's completion callback is fixed when the queue records the run's end.
+    run_callbacks = RunCallbacks(bus, st.db, {"lg": lg_webhook.payload})
+    st.conversation_queue = ConversationQueue(bus, st.db, ends=run_callbacks)
     host.on_drain("conversation queue", st.conversation_queue.stop)
     st.record_watch = RecordWatch(bus)
     host.on_drain("record watch", st.record_watch.stop)

@@ -24,7 +24,7 @@ def _named(exc: pytest.ExceptionInfo[UnprocessableEntityError], field: str) -> b
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
-    ({"webhook": "https://example.com/hook"}, "webhook"),
+    ({"webhook": "http://10.0.0.8/hook"}, "webhook"),  # supported, but a private target is refused (SSRF)
     ({"interrupt_before": ["ans"]}, "interrupt_before"),
     ({"interrupt_after": "*"}, "interrupt_after"),
     ({"feedback_keys": ["good"]}, "feedback_keys"),
@@ -163,7 +163,8 @@ async def test_stateless_background_and_batch_runs_and_cancelling_many(
         joined = await client.runs.join(batch[0]["thread_id"], batch[0]["run_id"])
         assert joined["messages"][-1]["content"] == "Batched."
         with pytest.raises(UnprocessableEntityError):
-            await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("x"), "webhook": "http://x"}])
+            await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("x"),
+                                             "webhook": "http://127.0.0.1:9/cb"}])  # loopback: refused
 
         await client.threads.create(thread_id="t-many")
         going = await client.runs.create("t-many", "chat-direct", input=ask("Go on and on"))

@@ -17,6 +17,7 @@ from services.gateway.ids import new_id
 from services.gateway.pagination import Page, decode_cursor, encode_cursor
 from services.gateway.problems import ApiProblem
 from services.gateway.tables import Task, aware, now
+from services.gateway.triggers import deliveries
 
 
 class NewConversation(BaseModel):
@@ -119,6 +120,7 @@ def remove(session: Session, user: Principal, conversation_id: str) -> tuple[lis
     session.execute(delete(ChatMessage).where(col(ChatMessage.conversation_id) == conversation.id))
     session.execute(delete(ChatRun).where(col(ChatRun.conversation_id) == conversation.id))
     session.delete(conversation)
+    deliveries.orphan(session, going, "its conversation was deleted before the run ended")
     return going, started
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from anyio import from_thread
 from pydantic import BaseModel, ConfigDict, Field
@@ -47,6 +47,7 @@ from services.gateway.runs.consumer import EventConsumer
 from services.gateway.runs.recorded import announce
 from services.gateway.runs.submit import BeforeQueue
 from services.gateway.tables import Task
+from services.gateway.triggers import deliveries
 from shared.bus import Bus
 from shared.bus.events import EventPublisher, last_event, last_event_n
 from shared.contract.events import AnyEvent, DoneEvent, QueuedEvent, StatusEvent, finish_task
@@ -65,6 +66,8 @@ class PostMessage(BaseModel):
     mode: Mode | None = None
     model: str | None = Field(default=None, min_length=1, max_length=200)
     multitask: Literal["enqueue", "reject", "interrupt", "rollback"] = "enqueue"
+    # Where the run's end is POSTed (a completion callback); checked (SSRF) by the route that takes it.
+    webhook: str | None = Field(default=None, min_length=1, max_length=2000)
 
 
 @dataclass
@@ -149,7 +152,7 @@ def branch_point(session: Session, conversation_id: str, follows: str | None) ->
 
 
 def _accept(session: Session, user: Principal, conversation_id: str, body: PostMessage, grey: list[str],
-            announce_queued: Announce, follows: str | None = None) -> Accepted:
+            announce_queued: Announce, follows: str | None = None, callback_kind: str = "chat") -> Accepted:
     """Under the conversation's lock: the user message and the run, and the run's task when it
     is the active one. A run that must wait is announced (`queued` event) before the lock is
     released: its turn may come as soon as the lock is, and `queued` must precede its `running`.
@@ -176,6 +179,8 @@ def _accept(session: Session, user: Principal, conversation_id: str, body: PostM
         ahead = [active]
     run.position = len(ahead)
     session.add(run)
+    if body.webhook is not None:
+        deliveries.owe(session, run.id, conversation.user_id, body.webhook, callback_kind)
     message = messages.add(session, conversation.id, run.id, seq, "user", body.text)
     session.flush()
     if not ahead:
@@ -208,10 +213,11 @@ def require_bus(bus: Bus | None) -> Bus:
 
 async def post_message(db: Database, bus: Bus | None, user: Principal, conversation_id: str, body: PostMessage,
                        grey: list[str], before_queue: BeforeQueue | None = None,
-                       follows: str | None = None) -> dict[str, Any]:
+                       follows: str | None = None, callback_kind: str = "chat") -> dict[str, Any]:
     """`before_queue` runs before a run that is active at once is published (a run held behind
     others is published by the queue later, without it): e.g. to start reading its events.
-    `follows`: the earlier run the new one goes on from, when it starts a branch."""
+    `follows`: the earlier run the new one goes on from, when it starts a branch.
+    `callback_kind`: the shape of the run's completion callback (`body.webhook`): `chat` or `lg`."""
     if body.multitask in STOPPING:
         require_bus(bus)  # the interruption is a cancel on the bus: refuse before writing anything
 
@@ -223,7 +229,7 @@ async def post_message(db: Database, bus: Bus | None, user: Principal, conversat
         except Exception as exc:
             log.warning("no queued event for run %s: %s", run_id, exc)
 
-    accepted = await db.run(_accept, user, conversation_id, body, grey, announce_queued, follows)
+    accepted = await db.run(_accept, user, conversation_id, body, grey, announce_queued, follows, callback_kind)
     run_id = accepted.run["id"]
     if bus is not None and bus.connected:
         for dropped in accepted.dropped:
@@ -248,7 +254,17 @@ def _chat_runs(session: Session, ids: list[str]) -> set[str]:
     return set(session.exec(select(ChatRun.id).where(col(ChatRun.id).in_(ids))))
 
 
-def _advance(session: Session, latest: list[tuple[str, str]]) -> list[str]:
+class RunEnds(Protocol):
+    """Told of a run's end, or of its stop at an approval (the completion callbacks:
+    triggers/run_callbacks.py): `fix` in the transaction that records it, `queue` once committed
+    (again when a redelivered event finds the run ended already: both are idempotent)."""
+
+    def fix(self, session: Session, run: ChatRun, trace: RunTrace | None) -> None: ...
+
+    async def queue(self, run_ids: list[str]) -> None: ...
+
+
+def _advance(session: Session, latest: list[tuple[str, str]], ends: RunEnds | None = None) -> list[str]:
     """Each run to the state its task's latest status (running, waiting) means; the runs moved."""
     moved: list[str] = []
     for run_id, status in latest:
@@ -259,10 +275,12 @@ def _advance(session: Session, latest: list[tuple[str, str]]) -> list[str]:
         if new is not None and follow(run, new):
             session.add(run)
             moved.append(run_id)
+            if ends is not None:
+                ends.fix(session, run, None)
     return moved
 
 
-def _finish(session: Session, run_id: str, trace: RunTrace) -> Task | None:
+def _finish(session: Session, run_id: str, trace: RunTrace, ends: RunEnds | None = None) -> Task | None:
     """End the run with its messages, then hand the turn on; returns the task to publish."""
     run = session.get(ChatRun, run_id)
     if run is None:
@@ -281,6 +299,9 @@ def _finish(session: Session, run_id: str, trace: RunTrace) -> Task | None:
         if run.state == "succeeded":
             if lineage.before(session, conversation.id, run) is None:  # a branch's summary is its own
                 keep_summary(session, conversation, session.get(Task, run.id), trace)
+    if ends is not None and run.state in RUN_TERMINAL:  # also when an earlier pass (or a cancel) ended it
+        session.flush()
+        ends.fix(session, run, trace)
     return next_task(session, conversation)
 
 
@@ -295,9 +316,10 @@ class ConversationQueue:
     """Advances the conversations' runs from their tasks' status channel (see the module
     docstring): a pull consumer of its own, apart from the task recorder's."""
 
-    def __init__(self, bus: Bus, db: Database, batch: int = 200) -> None:
+    def __init__(self, bus: Bus, db: Database, batch: int = 200, ends: RunEnds | None = None) -> None:
         self.bus = bus
         self.db = db
+        self.ends = ends
         self._consumer = EventConsumer(bus, bus.names.chat_consumer, self.advance, name="conversation queue",
                                        batch=batch)
 
@@ -322,8 +344,10 @@ class ConversationQueue:
             return
         going_now = sorted(moved & runs)
         if going_now:
-            changed = await self.db.run(_advance, await self._latest_statuses(going_now))
+            changed = await self.db.run(_advance, await self._latest_statuses(going_now), self.ends)
             await announce(self.bus, changed)
+            if self.ends is not None and changed:
+                await self.ends.queue(changed)
         for run_id in ended:
             if run_id in runs:
                 await self._finish(run_id)
@@ -341,8 +365,10 @@ class ConversationQueue:
 
     async def _finish(self, run_id: str) -> None:
         trace = await read_trace(self.bus, run_id)
-        task = await self.db.run(_finish, run_id, trace)
+        task = await self.db.run(_finish, run_id, trace, self.ends)
         await announce(self.bus, [run_id])
+        if self.ends is not None:
+            await self.ends.queue([run_id])
         if task is not None:
             log.info("chat run %s ended; its conversation's next run %s starts", run_id, task.id)
             await tasks.queue_task(self.db, self.bus, task)

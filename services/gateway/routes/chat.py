@@ -17,6 +17,7 @@ from services.gateway.deps import BusDep, CurrentUser, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import Cursor, Limit, Page
 from services.gateway.routes.events import After, LastEventId
 from services.gateway.runs.stream import SSE_DOC, resume_point, task_stream
+from services.gateway.triggers.callbacks import check_webhook
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 
@@ -57,6 +58,7 @@ async def delete_conversation(conversation_id: str, user: CurrentUser, db: Datab
              responses={409: {"description": "a run is going and multitask=reject"}})
 async def post_message(conversation_id: str, body: queue.PostMessage, request: Request, user: CurrentUser,
                        db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    await check_webhook(request.app.state.settings, body.webhook)
     grey = list(getattr(request.state, "guardrail_grey", None) or [])
     accepted = await queue.post_message(db, bus, user, conversation_id, body, grey)
     request.state.audit_target = f"run_id={accepted['run']['id']}"

@@ -117,7 +117,7 @@ class CallbackWorker:
         if code == -1 or now() + timedelta(seconds=delay) > give_up_at:
             await self.db.run(_record, delivery_id, status="failed", last_status_code=code if code > 0 else None,
                               last_error=error, next_attempt_at=None)
-            log.warning("callback %s of task %s failed for good: %s", delivery_id, row.task_id, error)
+            log.warning("callback %s of %s %s failed for good: %s", delivery_id, row.kind, row.task_id, error)
             return Ack()
         await self.db.run(_record, delivery_id, last_status_code=code if code > 0 else None, last_error=error,
                           next_attempt_at=now() + timedelta(seconds=delay))
@@ -130,7 +130,10 @@ class CallbackWorker:
             await check_target(row.url, self.settings.callback_allow_hosts, self.settings.callback_allow_private)
         except TargetRefused as exc:
             return exc.reason, -1
-        body = json.dumps(row.payload, separators=(",", ":")).encode()
+        sent = row.payload
+        if row.kind == "lg" and sent is not None:  # LangGraph's run webhook says when this attempt was sent
+            sent = {**sent, "webhook_sent_at": now().isoformat()}
+        body = json.dumps(sent, separators=(",", ":")).encode()
         headers = signed_headers(callback_secret(self.settings, row.user_id), row.id, int(time.time()), body)
         headers["content-type"] = "application/json"
         import httpx

@@ -1,10 +1,11 @@
 """Completion callbacks, from a task's end to a delivery message. A task that named a webhook URL
 has a delivery row from its submission (`waiting`). The `callback-ends` consumer reads the task
-ends (`done` on the status channel); for each one that owes a callback it fixes the payload in
-the row (`pending`), commits, publishes a delivery message on the callbacks work queue (message
-id = the delivery's id: a second publish is dropped) and only then acks the end. A gateway that
-dies anywhere in between leaves the end unacked: it comes back, to this gateway or another, and
-the same steps are taken again, idempotently. The delivery itself is `callback_worker`'s."""
+ends (`done` on the status channel); for each task that owes a callback (a chat or `/lg` run's
+is run_callbacks.py's) it fixes the payload in the row (`pending`), commits, publishes a
+delivery message on the callbacks work queue (message id = the delivery's id: a second publish
+is dropped) and only then acks the end. A gateway that dies anywhere in between leaves the end
+unacked: it comes back, to this gateway or another, and the same steps are taken again,
+idempotently. The delivery itself is `callback_worker`'s."""
 
 from __future__ import annotations
 
@@ -78,7 +79,10 @@ def _owed(session: Session, ends: list[DoneEvent]) -> list[str]:
     """Fix the payload of each end that owes a callback; the ids of the deliveries to queue
     (again, when a previous pass died before acking: queueing twice is harmless)."""
     ids = {e.task_id for e in ends}
-    rows = list(session.exec(select(CallbackDelivery).where(col(CallbackDelivery.task_id).in_(ids))))
+    # A chat or `/lg` run's callback is fixed by the conversation queue, once the run's end is
+    # recorded (its answer written): not from its task's `done` here (triggers/run_callbacks.py).
+    rows = list(session.exec(select(CallbackDelivery).where(col(CallbackDelivery.task_id).in_(ids),
+                                                            CallbackDelivery.kind == "task")))
     by_run = {(r.task_id, r.run): r for r in rows}
     by_task = {r.task_id: r for r in sorted(rows, key=lambda r: r.run)}
     queue: list[str] = []

@@ -78,15 +78,19 @@ class Hook(GatewayModel, table=True):
 
 
 class CallbackDelivery(GatewayModel, table=True):
-    """One task run's completion callback: written `waiting` with the task, `pending` once the
-    run ended (its payload fixed then), `delivered` or `failed` at last."""
+    """One completion callback: written `waiting` with the task (or chat or `/lg` run), `pending`
+    once it ended (its payload fixed then), `delivered` or `failed` at last. `kind` says whose end
+    it reports and so who fixes the payload: `task` (the `callback-ends` consumer), `chat` or `lg`
+    (the conversation queue, when the run's end is recorded: triggers/run_callbacks.py)."""
 
     __tablename__ = "callback_deliveries"
     __table_args__ = (UniqueConstraint("task_id", "run", name="uq_callback_deliveries_task_run"),)
 
     id: str = Field(primary_key=True, max_length=64)  # also the `webhook-id` of every attempt
-    task_id: str = Field(index=True, max_length=64)
-    run: int = 0  # the task's retry number
+    task_id: str = Field(index=True, max_length=64)  # a chat or `/lg` run's id (= its task's id)
+    # A task's retry number; a chat or `/lg` run's end number (an `/lg` run resumed after its approval ends again).
+    run: int = 0
+    kind: str = Field(default="task", max_length=8)  # task | chat | lg (migration 0017)
     user_id: str = Field(index=True, max_length=64)
     url: str = Field(max_length=2000)
     status: str = Field(default="waiting", max_length=16)

@@ -29,6 +29,7 @@ from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import FrameId, LgFrames, parse_id
 from services.gateway.runs.stream import SSE_DOC, NewRunFeed, sse_response
+from services.gateway.triggers.callbacks import check_webhook
 from shared.bus import Bus
 
 PREFIX = "/lg"
@@ -69,8 +70,14 @@ def _stream(request: Request, db: Database, bus: Bus, started: runs.Started, aft
     return sse_response(written(), _links(run.conversation_id, run.id))
 
 
+async def _webhook_ok(request: Request, body: runs.RunCreate, field: str = "webhook") -> None:
+    """A run's `webhook` refused (SSRF) before anything is written: a 422 naming the field."""
+    await check_webhook(request.app.state.settings, body.webhook, field)
+
+
 async def _start(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
                  body: runs.RunCreate, new_feed: NewRunFeed | None = None) -> runs.Started:
+    await _webhook_ok(request, body)
     started = await runs.start(db, bus, user, thread_id, body, lambda text: check_question(request, text),
                                new_feed.open if new_feed is not None else None)
     request.state.audit_target = f"thread_id={started.run.conversation_id},run_id={started.run.id}"
@@ -278,6 +285,7 @@ async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser
 @router.post("/runs")
 async def stateless_run(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                         bus: BusDep) -> JSONResponse:
+    await _webhook_ok(request, body)
     run = await stateless.start_background(request.app.state, db, bus, user, body,
                                            lambda text: check_question(request, text))
     return _json(run, headers=_links(run["thread_id"], run["run_id"]))
@@ -286,6 +294,8 @@ async def stateless_run(body: runs.RunCreate, request: Request, user: LgUser, db
 @router.post("/runs/batch")
 async def stateless_batch(body: Annotated[list[runs.RunCreate], Body(max_length=stateless.MAX_BATCH)],
                           request: Request, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
+    for i, one in enumerate(body):  # every run's target checked before any run starts
+        await _webhook_ok(request, one, f"[{i}].webhook")
     return _json([await stateless.start_background(request.app.state, db, bus, user, one,
                                                    lambda text: check_question(request, text)) for one in body])
 
@@ -300,6 +310,7 @@ async def cancel_runs(body: stateless.CancelMany, user: LgUser, db: DatabaseDep,
 @router.post("/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
 async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                            bus: BusDep) -> EventSourceResponse:
+    await _webhook_ok(request, body)
     new_feed = NewRunFeed(request.app.state.run_feeds)
     try:
         started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
@@ -314,6 +325,7 @@ async def stateless_stream(body: runs.RunCreate, request: Request, user: LgUser,
 @router.post("/runs/wait")
 async def stateless_wait(body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                          bus: BusDep) -> JSONResponse:
+    await _webhook_ok(request, body)
     started, done = await runs.start_stateless(request.app.state, db, bus, user, body,
                                                lambda text: check_question(request, text))
     try:

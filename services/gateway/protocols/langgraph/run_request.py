@@ -75,10 +75,11 @@ class RunCreate(BaseModel):
     durability: Literal["sync", "async", "exit"] | None = None
     checkpoint_during: bool | None = None
     strict_resume: bool = False
+    # Where the run's end is POSTed in the LangGraph run-webhook shape (checked, SSRF, by the route).
+    webhook: str | None = Field(default=None, max_length=2000)
     # Refused when given (a value that asks for nothing passes): see the validators.
     interrupt_before: Any = None
     interrupt_after: Any = None
-    webhook: Any = None
     feedback_keys: Any = None
     checkpoint: Any = None
     checkpoint_id: Any = None
@@ -107,10 +108,8 @@ class RunCreate(BaseModel):
 
     @field_validator("webhook")
     @classmethod
-    def _no_webhook(cls, value: Any) -> Any:
-        if value:
-            raise _refused("webhook", "outbound run callbacks are not sent from `/lg` yet")
-        return None
+    def _webhook(cls, value: str | None) -> str | None:
+        return value or None  # an empty webhook asks for nothing
 
     @field_validator("feedback_keys", "langsmith_tracer")
     @classmethod

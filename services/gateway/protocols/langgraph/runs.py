@@ -26,6 +26,7 @@ from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, mod
 from services.gateway.runs.stream import run_frames
 from services.gateway.runs.submit import BeforeQueue
 from services.gateway.tables import Task, aware
+from services.gateway.triggers import deliveries
 from shared.bus import Bus
 from shared.bus.events import last_event
 from shared.contract.events import ApprovalRequestEvent
@@ -199,15 +200,16 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
             raise ApiProblem(422, "Invalid request", "`checkpoint` is not supported with `command.resume`: a resume "
                                                      "answers the approval the thread waits for now.",
                              errors=[{"code": "unsupported", "field": "checkpoint", "message": "with command.resume"}])
-        return await _resume(db, bus, user, thread_id, body.command["resume"], modes)
+        return await _resume(db, bus, user, thread_id, body.command["resume"], modes, body.webhook)
     mode, assistant_model = await db.run(assistants.runnable, user, body.assistant_id)
     text = question(body)
     grey = await guard(text)
     await db.run(_ensure_thread, user, thread_id, body)
     posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body) or assistant_model,
-                                    multitask=body.multitask_strategy)
+                                    multitask=body.multitask_strategy, webhook=body.webhook)
     try:
-        accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, body.follows())
+        accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, body.follows(),
+                                                 callback_kind="lg")
     except ApiProblem as exc:
         if exc.status == 404 and body.follows() is not None:
             raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {body.follows()!r}.") from exc
@@ -224,7 +226,10 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
 
 
 async def _resume(db: Database, bus: Bus | None, user: Principal, thread_id: str, resume: Any,
-                  modes: frozenset[str]) -> Started:
+                  modes: frozenset[str], webhook: str | None = None) -> Started:
+    """The run that waited goes on. A `webhook` is owed one more callback at its next end (the
+    resume is a new run for LangGraph, with a webhook of its own); written before the approval is
+    sent, so that end cannot come first, and removed if the approval is refused."""
     decision = decision_of(resume)
     if bus is None or not bus.connected:
         raise ApiProblem(503, "Service Unavailable", "The message bus is not connected.")
@@ -245,7 +250,13 @@ async def _resume(db: Database, bus: Bus | None, user: Principal, thread_id: str
                                                  "this approval is not a tool call's (its `allowed_decisions`).",
                          errors=[{"code": "unsupported", "field": "command.resume.decisions[0].type",
                                   "message": "edit"}])
-    await chat_runs.approve(db, bus, user, run.id, decision)
+    owed = await db.run(deliveries.owe, run.id, user.id, webhook, "lg") if webhook is not None else None
+    try:
+        await chat_runs.approve(db, bus, user, run.id, decision)
+    except Exception:
+        if owed is not None:
+            await db.run(deliveries.drop_waiting, owed)
+        raise
     stream = await db.run(_stream_of, run, modes)
     return Started(run, stream, opening_at=request.n)
 
