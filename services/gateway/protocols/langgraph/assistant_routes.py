@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from services.gateway.deps import DatabaseDep
 from services.gateway.protocols.langgraph import assistant_store, assistants
 from services.gateway.protocols.langgraph.auth import LgUser
+from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.protocols.langgraph.routes import PREFIX
 from shared.settings import VERSION
 
@@ -73,7 +74,7 @@ async def delete_assistant(assistant_id: str, request: Request, user: LgUser, db
                            delete_threads: Annotated[bool, Query()] = False) -> Response:
     request.state.audit_target = f"assistant_id={assistant_id}"
     if delete_threads:
-        raise assistant_store.refused("delete_threads", "a thread is not tied to an assistant here (any of them may "
+        raise refused("delete_threads", "a thread is not tied to an assistant here (any of them may "
                                                         "run on it); delete threads with DELETE /threads/{id}")
     await db.run(assistants.delete, user, assistant_id)
     return Response(status_code=204)

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, func, select
 from services.gateway.access.principal import Principal
 from services.gateway.chat.modes import MODES
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.tables import LgAssistant, LgAssistantVersion, aware, now
 
 CHAT_GRAPH: Final = "chat"
@@ -46,11 +47,6 @@ class AssistantPatch(BaseModel):
     metadata: dict[str, Any] | None = None
     name: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=10_000)
-
-
-def refused(field: str, why: str) -> ApiProblem:
-    return ApiProblem(422, "Invalid request", f"{field}: {why}.",
-                      errors=[{"code": "unsupported", "field": field, "message": why}])
 
 
 def check_graph(graph_id: str) -> None:

@@ -24,7 +24,7 @@ from services.gateway.db import Database
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import assistants
-from services.gateway.protocols.langgraph.assistant_store import refused
+from services.gateway.protocols.langgraph.refusals import refuse_when_set, refused, unsupported
 from services.gateway.triggers import schedules as records
 from services.gateway.triggers import scheduling
 from services.gateway.triggers.tables import Schedule
@@ -39,10 +39,6 @@ _RENAMED: Final = {"cron": "schedule", "end_at": "end_time", "workflow_id": "ass
 _NAMED = re.compile(r"`(cron|end_at|workflow_id)`")
 SCHEDULE_MAX: Final = 190  # the schedules' `cron` takes 200 characters, and `0 ` goes before it
 _NO_THREAD = "a cron's fire starts a workflow task, which has no thread"
-
-
-def _no(field: str, why: str) -> ValueError:
-    return ValueError(f"`{field}` is not supported: {why}")
 
 
 class _CronFields(BaseModel):
@@ -67,54 +63,20 @@ class _CronFields(BaseModel):
     stream_mode: Any = None
     stream_subgraphs: bool | None = None
 
-    @field_validator("metadata")
-    @classmethod
-    def _no_metadata(cls, value: Any) -> Any:
-        if value:
-            raise _no("metadata", "a schedule keeps no metadata")
-        return None
-
-    @field_validator("config", "context")
-    @classmethod
-    def _no_config(cls, value: Any, info: Any) -> Any:
-        if value:
-            raise _no(info.field_name, "a cron runs a saved workflow, which takes its `input` only")
-        return None
-
-    @field_validator("webhook")
-    @classmethod
-    def _no_webhook(cls, value: Any) -> Any:
-        if value:
-            raise _no("webhook", "a schedule's tasks carry no completion callback")
-        return None
-
-    @field_validator("interrupt_before", "interrupt_after")
-    @classmethod
-    def _no_pauses(cls, value: Any, info: Any) -> Any:
-        if value:
-            raise _no(info.field_name, "a workflow pauses only at its approval nodes")
-        return None
-
-    @field_validator("stream_mode")
-    @classmethod
-    def _no_stream(cls, value: Any) -> Any:
-        if value:
-            raise _no("stream_mode", "a cron's run streams to nobody; its task's events are read at "
-                                     "/api/v1/tasks/{id}/events")
-        return None
-
-    @field_validator("stream_subgraphs")
-    @classmethod
-    def _no_subgraphs(cls, value: bool | None) -> bool | None:
-        if value:
-            raise _no("stream_subgraphs", "a workflow has no subgraphs")
-        return None
+    _no_metadata = refuse_when_set("metadata", why="a schedule keeps no metadata")
+    _no_config = refuse_when_set("config", "context", why="a cron runs a saved workflow, which takes its `input` only")
+    _no_webhook = refuse_when_set("webhook", why="a schedule's tasks carry no completion callback")
+    _no_pauses = refuse_when_set("interrupt_before", "interrupt_after",
+                                 why="a workflow pauses only at its approval nodes")
+    _no_stream = refuse_when_set("stream_mode", why="a cron's run streams to nobody; its task's events are read "
+                                                    "at /api/v1/tasks/{id}/events")
+    _no_subgraphs = refuse_when_set("stream_subgraphs", why="a workflow has no subgraphs")
 
     @field_validator("on_run_completed")
     @classmethod
     def _kept(cls, value: str | None) -> str | None:
         if value == "delete":
-            raise _no("on_run_completed: delete", "a cron's run is a workflow task, which has no thread to "
+            raise unsupported("on_run_completed: delete", "a cron's run is a workflow task, which has no thread to "
                                                   "delete; the task is kept in the task history (`keep`)")
         return value
 
@@ -131,7 +93,7 @@ class CronCreate(_CronFields):
     @classmethod
     def _reject_only(cls, value: str | None) -> str | None:
         if value not in (None, "reject"):
-            raise _no(f"multitask_strategy: {value}", "a fire while the cron's last run still runs is "
+            raise unsupported(f"multitask_strategy: {value}", "a fire while the cron's last run still runs is "
                                                       "skipped and recorded (`reject`)")
         return value
 

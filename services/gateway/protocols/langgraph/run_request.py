@@ -16,6 +16,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from services.gateway.protocols.langgraph import assistants
+from services.gateway.protocols.langgraph.refusals import refuse_when_set, unsupported
 
 STREAM_MODES: Final = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "events", "debug",
                                  "tasks", "checkpoints"})
@@ -40,15 +41,11 @@ def checkpoint_id_of(value: Any) -> str | None:
     return None
 
 
-def _refused(field: str, why: str) -> ValueError:
-    return ValueError(f"`{field}` is not supported: {why}")
-
-
 def check_modes(stream_mode: str | list[str] | None) -> str | list[str] | None:
     asked = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode or ())
     for mode in asked:
         if mode in REFUSED_MODES:
-            raise _refused(f"stream_mode: {mode}", REFUSED_MODES[mode])
+            raise unsupported(f"stream_mode: {mode}", REFUSED_MODES[mode])
         if mode and mode not in STREAM_MODES:
             raise ValueError(f"`stream_mode: {mode}` is not a LangGraph stream mode")
     return stream_mode
@@ -96,27 +93,18 @@ class RunCreate(BaseModel):
     def _command(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         for key, item in (value or {}).items():
             if key != "resume" and item is not None:
-                raise _refused(f"command.{key}", "a command answers the approval the thread waits for (`resume`)")
+                raise unsupported(f"command.{key}", "a command answers the approval the thread waits for (`resume`)")
         return value
 
-    @field_validator("interrupt_before", "interrupt_after")
-    @classmethod
-    def _no_pauses(cls, value: Any, info: Any) -> Any:
-        if value:
-            raise _refused(info.field_name, "the chat agent pauses only at its approvals (plan, high-risk tools)")
-        return None
+    _no_pauses = refuse_when_set("interrupt_before", "interrupt_after",
+                                 why="the chat agent pauses only at its approvals (plan, high-risk tools)")
 
     @field_validator("webhook")
     @classmethod
     def _webhook(cls, value: str | None) -> str | None:
         return value or None  # an empty webhook asks for nothing
 
-    @field_validator("feedback_keys", "langsmith_tracer")
-    @classmethod
-    def _no_langsmith(cls, value: Any, info: Any) -> Any:
-        if value:
-            raise _refused(info.field_name, "Agentix does not report to LangSmith")
-        return None
+    _no_langsmith = refuse_when_set("feedback_keys", "langsmith_tracer", why="Agentix does not report to LangSmith")
 
     @field_validator("checkpoint", "checkpoint_id")
     @classmethod
@@ -135,22 +123,18 @@ class RunCreate(BaseModel):
                 return found
         return None
 
-    @field_validator("after_seconds")
-    @classmethod
-    def _no_delay(cls, value: Any) -> Any:
-        if value:
-            raise _refused("after_seconds", "runs start when posted (delayed runs are schedules: /api/v1)")
-        return None
+    _no_delay = refuse_when_set("after_seconds", why="runs start when posted (delayed runs are schedules: "
+                                                     "/api/v1/schedules, or /lg crons)")
 
     @field_validator("config")
     @classmethod
     def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         for key, item in (value or {}).items():
             if key != "configurable" and item not in (None, {}, []):
-                raise _refused(f"config.{key}", "only `config.configurable` is read")
+                raise unsupported(f"config.{key}", "only `config.configurable` is read")
         for key in ((value or {}).get("configurable") or {}):
             if key not in CONFIGURABLE:
-                raise _refused(f"config.configurable.{key}", f"the keys read are {sorted(CONFIGURABLE)}")
+                raise unsupported(f"config.configurable.{key}", f"the keys read are {sorted(CONFIGURABLE)}")
         return value
 
     @field_validator("context")
@@ -158,5 +142,5 @@ class RunCreate(BaseModel):
     def _context(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         for key in value or {}:
             if key not in CONTEXT:
-                raise _refused(f"context.{key}", f"the keys read are {sorted(CONTEXT)}")
+                raise unsupported(f"context.{key}", f"the keys read are {sorted(CONTEXT)}")
         return value

@@ -18,6 +18,7 @@ from services.gateway.chat.tables import ChatMessage, ChatRun
 from services.gateway.ids import new_id
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import history, messages, threads
+from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.tables import now
 
@@ -31,27 +32,22 @@ class StateUpdate(BaseModel):
     checkpoint_id: str | None = Field(default=None, max_length=64)
 
 
-def _refused(field: str, why: str) -> ApiProblem:
-    return ApiProblem(422, "Invalid request", f"`{field}` is not supported: {why}",
-                      errors=[{"code": "unsupported", "field": field, "message": why}])
-
-
 def _said(values: Any) -> list[tuple[str, str, str | None]]:
     if not isinstance(values, dict) or set(values) - {"messages"}:
-        raise _refused("values", "a thread's state is `{messages}`: add messages")
+        raise refused("values", "a thread's state is `{messages}`: add messages")
     said = values.get("messages") or []
     said = [said] if isinstance(said, dict) else said
     out = []
     for message in said:
         if not isinstance(message, dict):
-            raise _refused("values.messages", "each message is `{role|type, content, id?}`")
+            raise refused("values.messages", "each message is `{role|type, content, id?}`")
         kind = message.get("type", message.get("role"))
         role = "user" if kind in ("human", "user") else "assistant" if kind in ("ai", "assistant") else None
         if role is None:
-            raise _refused("values.messages", f"a {kind!r} message (human and ai messages are kept)")
+            raise refused("values.messages", f"a {kind!r} message is not supported (human and ai messages are kept)")
         out.append((role, messages.text_of(message.get("content")), message.get("id")))
     if not out:
-        raise _refused("values", "nothing to add")
+        raise refused("values", "nothing to add")
     return out
 
 
@@ -63,8 +59,8 @@ def update(session: Session, user: Principal, thread_id: str, body: StateUpdate)
     asked = checkpoint_id_of(body.checkpoint) or body.checkpoint_id
     ids = [i for _, _, i in said if i]
     if ids and session.exec(select(ChatMessage.id).where(col(ChatMessage.id).in_(ids))).first() is not None:
-        raise _refused("values.messages", "editing a message the thread has (turns are kept as said: add the "
-                                          "edited message, without its id, on the checkpoint before it)")
+        raise refused("values.messages", "editing a message the thread has is not supported (turns are kept as said: "
+                                         "add the edited message, without its id, on the checkpoint before it)")
     try:
         seq, follows = branch_point(session, thread_id, asked)
     except ApiProblem as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import asc, desc
 from sqlmodel import Session, col, select
 
@@ -15,6 +15,7 @@ from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.ids import new_id
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.protocols.langgraph import threads
+from services.gateway.protocols.langgraph.refusals import refuse_when_set
 from services.gateway.tables import now
 
 SELECTABLE: Final = ("thread_id", "created_at", "updated_at", "metadata", "status", "values", "interrupts")
@@ -44,12 +45,7 @@ class ThreadSearch(ThreadFilter):
                          "interrupts", "config", "error"]] | None = None
     extract: Any = None
 
-    @field_validator("extract")
-    @classmethod
-    def _no_extract(cls, value: Any) -> Any:
-        if value:
-            raise ValueError("`extract` is not supported: `select` the fields, read the values from them")
-        return None
+    _no_extract = refuse_when_set("extract", why="`select` the fields, read the values from them")
 
 
 class ThreadPatch(BaseModel):
@@ -60,12 +56,7 @@ class ThreadPatch(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     ttl: Any = None
 
-    @field_validator("ttl")
-    @classmethod
-    def _no_ttl(cls, value: Any) -> Any:
-        if value:
-            raise ValueError("`ttl` is not supported: a thread stays until it is deleted (or pruned)")
-        return None
+    _no_ttl = refuse_when_set("ttl", why=threads.NO_TTL)
 
 
 class Prune(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
@@ -17,6 +17,7 @@ from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import messages
+from services.gateway.protocols.langgraph.refusals import refuse_when_set
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import interrupt_of
 from services.gateway.runs.recorded import RecordWatch
@@ -30,6 +31,9 @@ ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 FAILED = ("failed", "budget_exceeded")
 
 
+NO_TTL = "a thread stays until it is deleted (or pruned)"
+
+
 class NewThread(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -39,19 +43,8 @@ class NewThread(BaseModel):
     ttl: Any = None
     supersteps: Any = None
 
-    @field_validator("ttl")
-    @classmethod
-    def _no_ttl(cls, value: Any) -> Any:
-        if value:
-            raise ValueError("`ttl` is not supported: a thread stays until it is deleted (or pruned)")
-        return None
-
-    @field_validator("supersteps")
-    @classmethod
-    def _no_supersteps(cls, value: Any) -> Any:
-        if value:
-            raise ValueError("`supersteps` is not supported: a thread's state is made by its runs")
-        return None
+    _no_ttl = refuse_when_set("ttl", why=NO_TTL)
+    _no_supersteps = refuse_when_set("supersteps", why="a thread's state is made by its runs")
 
 
 def not_found(thread_id: str) -> ApiProblem:
