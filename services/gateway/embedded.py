@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -80,9 +81,10 @@ class GatewayProcess:
     """The gateway as its own process (`python -m services.gateway`), as it is deployed; the
     benchmarks use it so the client does not share a CPU with the server."""
 
-    def __init__(self, env: dict[str, str], port: int) -> None:
+    def __init__(self, env: dict[str, str], port: int, log: Path | None = None) -> None:
         self.env = env
         self.port = port
+        self.log = log  # its output goes there (appended), else to this process's
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
@@ -95,10 +97,15 @@ class GatewayProcess:
 
         import httpx
 
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.gateway", "--migrate", "--port", str(self.port),
-            env={**os.environ, **self.env},
-        )  # fmt: skip
+        out = self.log.open("ab") if self.log is not None else None
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "services.gateway", "--migrate", "--port", str(self.port),
+                env={**os.environ, **self.env}, stdout=out, stderr=asyncio.subprocess.STDOUT if out else None,
+            )  # fmt: skip
+        finally:
+            if out is not None:
+                out.close()  # the child has its own copy
         async with httpx.AsyncClient() as client:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout_s
@@ -131,6 +138,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "AGENTIX_DATA_DIR": str(settings.data_dir),
         "AGENTIX_RATE_LIMIT_PER_MIN": str(settings.rate_limit_per_min),
         "AGENTIX_HEARTBEAT_INTERVAL_S": str(settings.heartbeat_interval_s),
+        "AGENTIX_JS_REPLICAS": str(settings.js_replicas),
         "AGENTIX_LOG_LEVEL": "WARNING",
     }
     if settings.jwt_secret:

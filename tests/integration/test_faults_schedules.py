@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,8 +30,9 @@ SCHEDULES = 10
 
 
 @contextlib.asynccontextmanager
-async def gateways(env: dict[str, str], n: int) -> AsyncIterator[list[GatewayProcess]]:
-    procs = [GatewayProcess(env, free_port()) for _ in range(n)]
+async def gateways(env: dict[str, str], n: int, logs: Path | None = None) -> AsyncIterator[list[GatewayProcess]]:
+    """`n` gateway processes; with `logs`, each one's output in `logs/gateway<i>.log`."""
+    procs = [GatewayProcess(env, free_port(), logs / f"gateway{i}.log" if logs else None) for i in range(n)]
     try:
         await asyncio.gather(*(p.start(timeout_s=120) for p in procs))
         yield procs

@@ -1,8 +1,8 @@
 """Schedules over HTTP against a real gateway and nats-server: each answer lists the next fire
 times; bad timing is a 422 naming the field; the server fires the schedule and each fire becomes
 one task owned by the schedule's creator, recorded in the fire history; a fire delivered again
-starts nothing twice; `max_concurrent` skips (and records) a fire while a run is still going;
-pause, resume, run now and removal."""
+starts nothing twice; `max_concurrent` skips (and records) a fire while a run is still going, and
+only then; pause, resume, run now and removal."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from services.gateway.embedded import EmbeddedGateway
 from services.gateway.runs.submit import SubmitTask, create_in
 from services.gateway.triggers.fires import Fire
 from services.gateway.triggers.firing import decide_all
+from shared.bus import Bus
+from shared.bus.tools import ToolRegistry, serve_tools
+from shared.settings import Settings
 from tests.integration.test_gateway_api import DSL, assert_problem, bearer
+from tests.support import openai_server as oai
+from tests.support.dispatcher import dispatcher
 from tests.support.wait import eventually
 
 
@@ -182,3 +187,51 @@ async def test_the_cli_adds_lists_pauses_resumes_runs_and_removes(gw: EmbeddedGa
     assert code == 0 and "removed" in out
     code, _, err = await cli("rm", sid)
     assert code == 1 and "No schedule" in err
+
+
+async def test_max_concurrent_one_skips_only_while_the_run_goes(scripted: Settings, srv: oai.OpenAIServer) -> None:
+    """The first fire's run is held by the model (a gate): every fire meanwhile is skipped; once
+    the gate opens and the run ends, the next fire starts a task again."""
+    srv.script([oai.reply("held", gate="sched", gate_after=1)], then=oai.reply("quick"))
+    gateway = await EmbeddedGateway(scripted.model_copy(update={"rate_limit_per_min": 100_000})).start()
+    bus = await Bus.connect(scripted, name="test")
+    tools = [await serve_tools(bus, ToolRegistry("go")), await serve_tools(bus, ToolRegistry("py"))]
+    try:
+        async with dispatcher(gateway.settings), httpx.AsyncClient(
+                base_url=gateway.url, headers=bearer(gateway.settings, "alice"), timeout=30) as alice:  # fmt: skip
+            wid = await workflow(alice)
+            sid = (await alice.post("/api/v1/schedules", json={"workflow_id": wid, "input": {"text": "tick"},
+                                                               "every": "1s", "max_concurrent": 1})).json()["id"]
+
+            async def skipped_while_held() -> list[dict[str, Any]] | None:
+                got = sorted(await fires(alice, sid), key=lambda f: f["seq"])
+                return got if sum(f["outcome"] == "skipped" for f in got) >= 2 else None
+
+            held = await eventually(skipped_while_held, attempts=1500)
+            first = held[0]
+            assert first["outcome"] == "started" and all(f["outcome"] == "skipped" for f in held[1:]), held
+            assert (await alice.get(f"/api/v1/tasks/{first['task_id']}")).json()["status"] == "running"
+            await _release(srv, "sched")
+
+            async def started_again() -> list[dict[str, Any]] | None:
+                got = sorted(await fires(alice, sid), key=lambda f: f["seq"])
+                return got if sum(f["outcome"] == "started" for f in got) >= 2 else None
+
+            history = await eventually(started_again, attempts=1500)
+            assert (await alice.post(f"/api/v1/schedules/{sid}/pause")).status_code == 200
+            again = [f for f in history if f["outcome"] == "started"][1]
+            between = [f for f in history if first["seq"] < f["seq"] < again["seq"]]
+            assert len(between) >= 2 and all("max_concurrent: 1" in f["reason"] for f in between), between
+            done = (await alice.get(f"/api/v1/tasks/{first['task_id']}")).json()
+            assert done["status"] == "done", done  # the run had ended when the next fire started one
+    finally:
+        await _release(srv, "sched")
+        await gateway.stop()
+        for server in tools:
+            await server.drain()
+        await bus.close()
+
+
+async def _release(srv: oai.OpenAIServer, gate: str) -> None:
+    async with httpx.AsyncClient() as http:
+        (await http.post(srv.url.removesuffix("/v1") + "/_release", json={"gate": gate})).raise_for_status()

@@ -10,6 +10,7 @@ in one transaction."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from services.gateway.triggers.tables import Schedule, ScheduleFire
 from shared.bus import Bus
 from shared.contract.task import TERMINAL
 
+log = logging.getLogger("agentix.gateway.triggers")
 FIRES: Table = ScheduleFire.__table__  # type: ignore[attr-defined]  # sqlmodel does not declare it
 
 
@@ -147,3 +149,5 @@ class FireConsumer:
     async def decide(self, fires: list[Fire]) -> None:
         tasks = await self.db.run(decide_all, fires)
         await asyncio.gather(*(queue_task(self.db, self.bus, task) for task in tasks))
+        # Which gateway decided a fire is written nowhere else (the history has no column for it).
+        log.info("decided %s", ", ".join(f.fire_id for f in fires))
