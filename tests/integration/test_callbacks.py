@@ -145,6 +145,10 @@ class HoldingReceiver(Receiver):
             await self._never.wait()
         return await super()._handle(request)
 
+    async def __aexit__(self, *exc: object) -> None:
+        self._never.set()  # the held POST's handler ends: the server's cleanup would wait for it (60 s)
+        await super().__aexit__(*exc)
+
 
 def _free_port() -> int:
     with socket.socket() as s:
