@@ -499,7 +499,7 @@ async def test_responses_create_and_stream_with_the_sdk(stack: ChatStack, script
 
 @pytest.mark.parametrize(("param", "extra"), [
     ("tools[0].type", {"tools": [{"type": "web_search"}]}),
-    ("background", {"background": True}),
+    ("background", {"background": True, "store": False}),
     ("reasoning.summary", {"reasoning": {"effort": "high", "summary": "auto"}}),
     ("truncation", {"truncation": "auto"}),
     ("input[0].type", {"input": [{"type": "file_search_call", "id": "fs_1", "queries": [], "status": "completed"}]}),

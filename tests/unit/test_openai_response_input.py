@@ -43,7 +43,7 @@ def test_items_become_turns_and_a_function_output_may_be_last() -> None:
     ({"text": {"verbosity": "loud"}}, "text.verbosity"),
     ({"text": {"stop": "x"}}, "text.stop"),
     ({"text": {"format": {"type": "grammar"}}}, "text.format.type"),
-    ({"background": True}, "background"),
+    ({"background": True, "store": False}, "background"),
     ({"input": [{"type": "computer_call", "call_id": "x"}]}, "input[0].type"),
 ])
 def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str) -> None:

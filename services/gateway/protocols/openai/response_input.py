@@ -4,7 +4,8 @@ earlier thoughts and are not given to it again), `instructions` first as a syste
 turns of `previous_response_id` before them, and the client's choices for the model (function
 `tools`, `tool_choice`, `text.format`) in the shapes the chat completions use, so the same
 answering agent takes them, with the sampling choices (`top_p`, `max_output_tokens`,
-`reasoning.effort`, `text.verbosity`, `user`, `safety_identifier`). What Agentix does not honour,
+`reasoning.effort`, `text.verbosity`, `user`, `safety_identifier`). `background` runs it
+regardless of the client (answered at once, `queued`; `routes`). What Agentix does not honour,
 or does not know, is a 400 naming the parameter (`params` says which known ones are no-ops)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from services.gateway.protocols.openai.request import (
 
 # Parameters that change nothing when left at these values; anything else is refused by name.
 _NOT_YET: dict[str, tuple[Any, ...]] = {
-    "conversation": (None,), "background": (None, False), "include": (None, []), "prompt": (None,),
+    "conversation": (None,), "include": (None, []), "prompt": (None,),
     "top_logprobs": (None, 0), "n": (None, 1), "max_tool_calls": (None,),
 }
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -38,6 +39,7 @@ class ResponseRequest(BaseModel):
     input: str | list[dict[str, Any]]
     instructions: str | None = None
     stream: bool = False
+    background: bool = False  # the run goes on whatever the client does; its response is read by GET
     store: bool | None = None
     metadata: dict[str, str] | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -75,6 +77,9 @@ def check_params(body: ResponseRequest) -> None:
         if extra.get(param) not in fine:
             raise refuse(param, "the Responses API here does not take it.")
     params.refuse_unknown({k: v for k, v in extra.items() if k not in _NOT_YET})
+    if body.background and body.store is False:
+        raise refuse("background", "a background response is read again by GET /v1/responses/{id}: it needs "
+                                   "`store` true (or left out).")
     if body.store is False:
         raise refuse("store", "a response is its run, kept for GET, input_items and previous_response_id; "
                               "remove one with DELETE /v1/responses/{id}.")

@@ -95,9 +95,12 @@ async def create_response(body: response_input.ResponseRequest, request: Request
         headers = {"X-Agentix-Run-Id": started.run_id}
         frames = responses.ResponseFrames(Translator.for_mode(started, assistant.mode), body.model, body,
                                           streamed=body.stream)
+        if body.background and not body.stream:  # answered at once: the run goes on, read by GET
+            return JSONResponse(frames.response("queued"), headers=headers)
         if not body.stream:
             return JSONResponse(await responses.whole(request.app.state, bus, frames), headers=headers)
-        events = responses.streamed(request.app.state, db, bus, user, frames)
+        # A background run is not the stream's: leaving the stream leaves the run be.
+        events = responses.streamed(request.app.state, db, bus, user, frames, owner=not body.background)
         response = sse_response(events, headers, ping_s=stream.PING_S)
         new_feed.handed_over()
         return response
@@ -112,7 +115,7 @@ async def get_response(response_id: str, request: Request, user: Caller, db: Dat
                        ) -> dict[str, Any] | EventSourceResponse:
     frames, live = await stored.frames_of(db, user, response_id, stream_, starting_after)
     if not stream_:
-        return await responses.whole(request.app.state, bus, frames, live)
+        return await responses.now(request.app.state, bus, frames)
     events = responses.streamed(request.app.state, db, bus, user, frames, live, owner=False)
     return sse_response(events, {"X-Agentix-Run-Id": frames.translator.started.run_id}, ping_s=stream.PING_S)
 
