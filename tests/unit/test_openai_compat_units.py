@@ -156,8 +156,7 @@ def test_a_conversation_may_end_with_tool_results_and_the_clients_choices_go_to_
     ({"tools": [{"type": "custom", "custom": {"name": "f"}}]}, "tools[0].type"),
     ({"tool_choice": "required"}, "tool_choice"),
     ({"response_format": {"type": "grammar"}}, "response_format.type"),
-    ({"messages": [{"role": "function", "name": "f", "content": "1"}, {"role": "user", "content": "Hi"}]},
-     "messages[0].role"),
+    ({"function_call": "auto"}, "function_call"),
 ])
 def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str) -> None:
     body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
@@ -165,6 +164,40 @@ def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str)
     with pytest.raises(ApiProblem) as refused:
         refuse_unsupported(body)
     assert refused.value.errors is not None and refused.value.errors[0]["field"] == field
+
+
+LEGACY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Weather in Oslo and Rome?"},
+    {"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'}},
+    {"role": "function", "name": "weather", "content": "3C"},
+    {"role": "assistant", "content": "Now Rome.", "function_call": {"name": "weather", "arguments": '{"c": "Rome"}'}},
+    {"role": "function", "name": "weather", "content": "20C"},
+]
+
+
+def test_the_legacy_function_turns_are_tool_turns_with_ids_made_from_their_place() -> None:
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": LEGACY})
+    refuse_unsupported(body)
+    prompt = prompt_of(body)
+    assert prompt.text == ""  # it ends with a function's result: no new words
+    assert prompt.history == [
+        {"role": "user", "content": "Weather in Oslo and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_fn1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "content": "3C", "tool_call_id": "call_fn1"},
+        {"role": "assistant", "content": "Now Rome.", "tool_calls": [
+            {"id": "call_fn3", "type": "function", "function": {"name": "weather", "arguments": '{"c": "Rome"}'}}]},
+        {"role": "tool", "content": "20C", "tool_call_id": "call_fn3"}]
+    assert prompt_of(body).history == prompt.history  # the same history, the same ids
+    assert prompt.strings() == ["Weather in Oslo and Rome?"]  # the guardrail reads the user's words only
+
+
+def test_a_function_result_without_its_call_is_refused_naming_it() -> None:
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [
+        {"role": "user", "content": "Hi"}, {"role": "function", "name": "weather", "content": "3C"}]})
+    with pytest.raises(ApiProblem) as refused:
+        prompt_of(body)
+    assert refused.value.errors is not None and refused.value.errors[0]["field"] == "messages[1].name"
 
 
 def test_a_client_tool_call_is_a_tool_calls_delta_and_ends_the_answer() -> None:
