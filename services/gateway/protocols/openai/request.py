@@ -262,7 +262,7 @@ def _function_turns(messages: list[Message]) -> list[dict[str, Any] | None]:
     an assistant's `function_call` is one tool call, and the `function` message after it, of
     that function's name, is its result. A result without its call is a 400."""
     turns: list[dict[str, Any] | None] = []
-    waiting: dict[str, str | None] = {}  # function name → the id of its call not yet answered
+    waiting: dict[str, str] = {}  # function name → the id of its call not yet answered
     for index, message in enumerate(messages):
         if message.role == "assistant" and message.function_call is not None:
             call_id = legacy_call_id(index)
@@ -271,13 +271,13 @@ def _function_turns(messages: list[Message]) -> list[dict[str, Any] | None]:
             calls.append({"id": call_id, "type": "function", "function": message.function_call.model_dump()})
             turns.append({"role": "assistant", "content": message.text or None, "tool_calls": calls})
         elif message.role == "function":
-            call_id = waiting.pop(message.name or "", None)
-            if call_id is None:
+            answered = waiting.pop(message.name or "", None)
+            if answered is None:
                 why = (f"`messages[{index}]` is a function result without an assistant `function_call` of "
                        f"`{message.name}` before it.")
                 raise ApiProblem(400, "Bad Request", why, errors=[{"code": "invalid_value", "message": why,
                                                                    "field": f"messages[{index}].name"}])
-            turns.append({"role": "tool", "content": message.text, "tool_call_id": call_id})
+            turns.append({"role": "tool", "content": message.text, "tool_call_id": answered})
         else:
             turns.append(_history_turn(message))
     return turns
