@@ -50,3 +50,23 @@ def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str)
     with pytest.raises(ApiProblem) as refused:
         prompt_of(ResponseRequest.model_validate({"model": "m", "input": "Hi", **extra}))
     assert refused.value.errors is not None and refused.value.errors[0]["field"] == field
+
+
+@pytest.mark.parametrize(("given", "expected"), [("c_1", "c_1"), ({"id": "c_1"}, "c_1"), (None, None)])
+def test_a_conversation_is_its_id_or_an_object_with_it(given: Any, expected: str | None) -> None:
+    body = ResponseRequest.model_validate({"model": "m", "input": "Hi", "conversation": given})
+    prompt = prompt_of(body)
+    assert (body.conversation_id, prompt.text, prompt.history) == (expected, "Hi", [])
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"conversation": {"name": "x"}}, "conversation"),
+    ({"conversation": "c_1", "previous_response_id": "resp_x"}, "conversation"),
+    ({"conversation": "c_1", "instructions": "Be brief."}, "instructions"),
+    ({"conversation": "c_1", "input": [{"role": "assistant", "content": "Hi"}, {"role": "user", "content": "Hi"}]},
+     "input"),
+])
+def test_what_a_conversations_turn_cannot_take_is_refused_by_name(extra: dict[str, Any], field: str) -> None:
+    with pytest.raises(ApiProblem) as refused:
+        prompt_of(ResponseRequest.model_validate({"model": "m", "input": "Hi", **extra}))
+    assert refused.value.errors is not None and refused.value.errors[0]["field"] == field

@@ -5,7 +5,8 @@ turns of `previous_response_id` before them, and the client's choices for the mo
 `tools`, `tool_choice`, `text.format`) in the shapes the chat completions use, so the same
 answering agent takes them, with the sampling choices (`top_p`, `max_output_tokens`,
 `reasoning.effort`, `text.verbosity`, `user`, `safety_identifier`). `background` runs it
-regardless of the client (answered at once, `queued`; `routes`). What Agentix does not honour,
+regardless of the client (answered at once, `queued`; `routes`); `conversation` makes it the next
+turn of one of the caller's conversations (`start`). What Agentix does not honour,
 or does not know, is a 400 naming the parameter (`params` says which known ones are no-ops)."""
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from services.gateway.protocols.openai.request import (
 
 # Parameters that change nothing when left at these values; anything else is refused by name.
 _NOT_YET: dict[str, tuple[Any, ...]] = {
-    "conversation": (None,), "include": (None, []), "prompt": (None,),
+    "include": (None, []), "prompt": (None,),
     "top_logprobs": (None, 0), "n": (None, 1), "max_tool_calls": (None,),
 }
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -49,6 +50,8 @@ class ResponseRequest(BaseModel):
     parallel_tool_calls: bool | None = None
     text: dict[str, Any] | None = None
     previous_response_id: str | None = Field(default=None, max_length=200)
+    # An Agentix conversation of the caller's (its id, or `{id}`): the run is its next turn.
+    conversation: str | dict[str, Any] | None = None
     # Sampling (checked by `Sampling`, with OpenAI's ranges): `reasoning.effort` is its
     # `reasoning_effort`, `text.verbosity` its `verbosity`.
     top_p: float | None = None
@@ -65,6 +68,14 @@ class ResponseRequest(BaseModel):
     def effort(self) -> Any:
         return (self.reasoning or {}).get("effort")
 
+    @property
+    def conversation_id(self) -> str | None:
+        """The conversation the response is a turn of (None: a stateless response)."""
+        given = self.conversation.get("id") if isinstance(self.conversation, dict) else self.conversation
+        if self.conversation is not None and (not isinstance(given, str) or not given.strip()):
+            raise _invalid("conversation", "`conversation` is a conversation's id, or `{id}`.")
+        return given.strip() if isinstance(given, str) else None
+
 
 refuse = params.unsupported
 
@@ -77,6 +88,9 @@ def check_params(body: ResponseRequest) -> None:
         if extra.get(param) not in fine:
             raise refuse(param, "the Responses API here does not take it.")
     params.refuse_unknown({k: v for k, v in extra.items() if k not in _NOT_YET})
+    if body.conversation_id is not None and body.previous_response_id is not None:
+        raise _invalid("conversation", "`previous_response_id` and `conversation` cannot be used together: a "
+                                       "conversation holds its own earlier turns.")
     if body.background and body.store is False:
         raise refuse("background", "a background response is read again by GET /v1/responses/{id}: it needs "
                                    "`store` true (or left out).")
@@ -192,6 +206,16 @@ def _turns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return turns
 
 
+def _one_turn_of_a_conversation(body: ResponseRequest, turns: list[dict[str, Any]]) -> None:
+    """A conversation's run reads its own window and is given the user's new words only: what
+    else the request carries would not reach the model, so it is refused by name."""
+    why = "a conversation's run is given the user's new message only (the conversation holds the rest)."
+    if body.instructions:
+        raise refuse("instructions", why)
+    if len(turns) > 1:
+        raise refuse("input", f"{why} Send one user message.")
+
+
 def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None) -> Prompt:
     """The run's input: the last user message (or none after tool outputs), the turns before it
     (`previous_response_id`'s first, then `instructions`, then the items)."""
@@ -212,6 +236,8 @@ def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None
                                 "verbosity": (body.text or {}).get("verbosity"),
                                 "safety_identifier": body.safety_identifier},
                                {"reasoning_effort": "reasoning.effort", "verbosity": "text.verbosity"}))
+    if body.conversation_id is not None:
+        _one_turn_of_a_conversation(body, turns)
     instructions = [{"role": "system", "content": body.instructions}] if body.instructions else []
     if last["role"] == "tool":
         return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client)

@@ -92,6 +92,7 @@ class ResponseFrames:
         body = self.body
         return {"id": self.id, "object": "response", "created_at": self.created_at, "status": status,
                 "model": self.model, "output": output, "instructions": body.instructions, "background": body.background,
+                "conversation": {"id": body.conversation_id} if body.conversation_id else None,
                 "metadata": body.metadata or {}, "max_output_tokens": body.max_output_tokens,
                 "parallel_tool_calls": body.parallel_tool_calls is not False,
                 "tool_choice": body.tool_choice or "auto", "tools": body.tools or [], "store": True,

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
+from services.gateway.chat import conversations
 from services.gateway.deps import BusDep, DatabaseDep
 from services.gateway.protocols.openai import (
     assistants,
@@ -87,10 +88,14 @@ async def create_response(body: response_input.ResponseRequest, request: Request
                if body.previous_response_id else None)
     prompt = response_input.prompt_of(body, earlier)
     assistant = await db.run(assistants.resolve, user, body.model)
-    grey = await guard(request, prompt.strings())
+    wish = body.conversation_id
+    if wish == start.NEW:
+        raise conversations.not_found(wish)  # `new` is the chat header's wish, never an id here
+    # A conversation's run reads only the new message.
+    grey = await guard(request, prompt.strings() if wish is None else [prompt.text])
     new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
     try:
-        started = await start.start(db, bus, user, assistant, prompt, None, grey, new_feed.open)
+        started = await start.start(db, bus, user, assistant, prompt, wish, grey, new_feed.open)
         request.state.audit_target = f"run_id={started.run_id}"
         headers = {"X-Agentix-Run-Id": started.run_id}
         frames = responses.ResponseFrames(Translator.for_mode(started, assistant.mode), body.model, body,
@@ -99,8 +104,9 @@ async def create_response(body: response_input.ResponseRequest, request: Request
             return JSONResponse(frames.response("queued"), headers=headers)
         if not body.stream:
             return JSONResponse(await responses.whole(request.app.state, bus, frames), headers=headers)
-        # A background run is not the stream's: leaving the stream leaves the run be.
-        events = responses.streamed(request.app.state, db, bus, user, frames, owner=not body.background)
+        # A background run, or a conversation's, is not the stream's: leaving the stream leaves it be.
+        owner = not body.background and started.conversation_id is None
+        events = responses.streamed(request.app.state, db, bus, user, frames, owner=owner)
         response = sse_response(events, headers, ping_s=stream.PING_S)
         new_feed.handed_over()
         return response
