@@ -88,11 +88,17 @@ def test_the_prompt_is_the_last_user_message_and_the_history_before_it() -> None
         {"role": "assistant", "content": None,
          "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "content": "result", "tool_call_id": "x"},
-        {"role": "user", "content": [{"type": "text", "text": "Two"}, {"type": "image_url", "image_url": {}},
-                                     {"type": "text", "text": " parts"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Two"}, {"type": "image_url", "image_url": {
+            "url": "https://example.com/a.png", "detail": "low"}}, {"type": "text", "text": " parts"}]},
     ]})
+    refuse_unsupported(body)  # a user's image is taken (whether the model takes it is the gateway's to say)
     prompt = prompt_of(body)
     assert prompt.text == "Two parts"
+    assert (prompt.image_parts, prompt.parts) == (["messages[4].content[1]"], [
+        {"type": "text", "text": "Two"}, {"type": "image_url", "image_url": {"url": "https://example.com/a.png",
+                                                                             "detail": "low"}},
+        {"type": "text", "text": " parts"}])
+    assert prompt.turns() == ("", [*prompt.history, {"role": "user", "content": prompt.parts}])
     # The client's tool turns reach the model in order, as sent.
     assert prompt.history == [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "One"},
@@ -100,9 +106,14 @@ def test_the_prompt_is_the_last_user_message_and_the_history_before_it() -> None
          "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "content": "result", "tool_call_id": "x"}]
     assert prompt.strings() == ["Two parts", "One"]  # what the user wrote: not the client's instructions
-    with pytest.raises(ApiProblem) as refused:  # the image part would not reach the model
-        refuse_unsupported(body)
-    assert refused.value.errors is not None and refused.value.errors[0]["field"] == "messages[4].content"
+    for bad in ({"type": "image_url", "image_url": {}}, {"type": "input_audio", "input_audio": {}}):
+        with pytest.raises(ApiProblem) as refused:
+            wrong = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "Hi"}, bad]}]})
+            refuse_unsupported(wrong)
+            prompt_of(wrong)
+        assert refused.value.errors is not None
+        assert refused.value.errors[0]["field"] in ("messages[0].content[1]", "messages[0].content")
     with pytest.raises(ApiProblem):
         prompt_of(ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": " "}]}))
 

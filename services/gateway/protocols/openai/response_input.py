@@ -22,6 +22,8 @@ from services.gateway.protocols.openai.request import (
     Prompt,
     check_response_format,
     check_tools,
+    content_text,
+    image_part,
 )
 
 # Parameters that change nothing when left at these values; anything else is refused by name.
@@ -130,6 +132,38 @@ def _text_of(content: Any, where: str) -> str:
     return "".join(texts)
 
 
+def _user_content(content: Any, where: str) -> str | list[dict[str, Any]]:
+    """A user message's content: its text, or — with `input_image` parts — the model's content
+    parts (text and images)."""
+    parts = content if isinstance(content, list) else []
+    if not any(isinstance(p, dict) and p.get("type") == "input_image" for p in parts):
+        return _text_of(content, where)
+    out: list[dict[str, Any]] = []
+    for index, part in enumerate(parts):
+        at = f"{where}.content[{index}]"
+        if part.get("type") == "input_image":
+            if part.get("file_id") is not None:
+                raise refuse(f"{at}.file_id", "Agentix keeps no uploaded files: send the image as `image_url` "
+                                              "(an http(s) or data URL).")
+            out.append(image_part(part.get("image_url"), part.get("detail"), at))
+        elif part.get("type") in _TEXT_PARTS:
+            out.append({"type": "text", "text": str(part.get("text") or "")})
+        else:
+            raise refuse(at, f"`{part.get('type')}` content does not reach the model: text and images only.")
+    return out
+
+
+def image_params(items: list[dict[str, Any]]) -> list[str]:
+    """Where the input's images are (`input[i].content[j]`)."""
+    found: list[str] = []
+    for i, item in enumerate(items):
+        content = item.get("content")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if isinstance(part, dict) and part.get("type") == "input_image":
+                found.append(f"input[{i}].content[{j}]")
+    return found
+
+
 def function_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The Responses API's function tools (`{type, name, description, parameters, strict}`) as
     the chat completions' (`{type, function: {…}}`)."""
@@ -178,7 +212,9 @@ def _turns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for index, item in enumerate(items):
         where = f"input[{index}]"
         kind = item.get("type", "message")
-        if kind == "message" and item.get("role") in _ROLES:
+        if kind == "message" and item.get("role") == "user":
+            turns.append({"role": "user", "content": _user_content(item.get("content"), where)})
+        elif kind == "message" and item.get("role") in _ROLES:
             turns.append({"role": _ROLES[item["role"]], "content": _text_of(item.get("content"), where)})
         elif kind == "function_call":
             call_id, name = item.get("call_id"), item.get("name")
@@ -223,7 +259,8 @@ def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None
     items = [{"role": "user", "content": body.input}] if isinstance(body.input, str) else body.input
     turns = _turns(items)
     last = turns[-1] if turns else None
-    if last is None or not (last["role"] == "tool" or (last["role"] == "user" and last["content"].strip())):
+    if last is None or not (last["role"] == "tool" or (last["role"] == "user" and (
+            isinstance(last["content"], list) or last["content"].strip()))):
         raise ApiProblem(400, "Bad Request", "The last input item must be the user's message, with text, or a "
                                              "function_call_output.",
                          errors=[{"code": "invalid_value", "message": "last item", "field": "input"}])
@@ -239,6 +276,9 @@ def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None
     if body.conversation_id is not None:
         _one_turn_of_a_conversation(body, turns)
     instructions = [{"role": "system", "content": body.instructions}] if body.instructions else []
+    images = image_params(items)
     if last["role"] == "tool":
-        return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client)
-    return Prompt(text=last["content"], history=[*(earlier or []), *instructions, *turns[:-1]], client=client)
+        return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client, image_parts=images)
+    parts = last["content"] if isinstance(last["content"], list) else None
+    return Prompt(text=content_text(last["content"]), history=[*(earlier or []), *instructions, *turns[:-1]],
+                  client=client, parts=parts, image_parts=images)

@@ -19,6 +19,7 @@ from services.gateway.protocols.openai import (
     start,
     stored,
     stream,
+    vision,
 )
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
@@ -53,6 +54,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
     refuse_unsupported(body)
     prompt = prompt_of(body)
     assistant = await db.run(assistants.resolve, user, body.model)
+    await vision.check_images(db, request.app.state.settings, prompt)
     # A conversation's run reads only the new message: the sent history goes nowhere then.
     grey = await guard(request, prompt.strings() if wish in (None, start.NEW) else [prompt.text])
     # A streamed answer reads its run's events live from the first, with no consumer of its own.
@@ -88,6 +90,7 @@ async def create_response(body: response_input.ResponseRequest, request: Request
                if body.previous_response_id else None)
     prompt = response_input.prompt_of(body, earlier)
     assistant = await db.run(assistants.resolve, user, body.model)
+    await vision.check_images(db, request.app.state.settings, prompt)
     wish = body.conversation_id
     if wish == start.NEW:
         raise conversations.not_found(wish)  # `new` is the chat header's wish, never an id here
