@@ -179,6 +179,10 @@ class SecretKeySettings(CommonSettings):
 
 
 class GatewaySettings(RedisSettings, SecretKeySettings):
+    # The dispatchers' built-in model (`AGENTIX_LLM_*`, used while no chain is set) takes images:
+    # `/v1` requests with image parts go to it (docs/API.md, "OpenAI-compatible"). The gateway
+    # decides, so it is set where the gateway runs.
+    llm_vision: bool = False
     # Where `python -m services.gateway` listens (`--host`/`--port` override).
     gateway_host: str = "127.0.0.1"
     gateway_port: int = 8080

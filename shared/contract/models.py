@@ -17,6 +17,9 @@ class ModelParams(Contract):
     top_p: float | None = None
     timeout_s: float = 60.0
     extra: dict[str, Any] = Field(default_factory=dict)
+    # The model takes images (content parts `image_url`): never sent to the provider, it tells
+    # the gateway whether `/v1` requests with images may be answered by it.
+    vision: bool = False
 
 
 class ModelConfig(Contract):

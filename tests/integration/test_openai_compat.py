@@ -436,8 +436,8 @@ async def test_what_agentix_cannot_honour_is_a_400_naming_it(
     ("tool_choice", {"tool_choice": "required"}),  # with no tools to choose from
     ("response_format.type", {"response_format": {"type": "grammar"}}),
     ("messages[0].content", {"messages": [{"role": "user", "content": [
-        {"type": "text", "text": "What is in this picture?"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}),
+        {"type": "text", "text": "What is said here?"},
+        {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}]}]}),
 ])
 async def test_what_the_assistants_do_not_take_yet_is_refused_not_ignored(
     stack: ChatStack, scripted: oai.OpenAIServer, param: str, extra: dict[str, Any],
@@ -499,7 +499,7 @@ async def test_responses_create_and_stream_with_the_sdk(stack: ChatStack, script
 
 @pytest.mark.parametrize(("param", "extra"), [
     ("tools[0].type", {"tools": [{"type": "web_search"}]}),
-    ("background", {"background": True}),
+    ("background", {"background": True, "store": False}),
     ("reasoning.summary", {"reasoning": {"effort": "high", "summary": "auto"}}),
     ("truncation", {"truncation": "auto"}),
     ("input[0].type", {"input": [{"type": "file_search_call", "id": "fs_1", "queries": [], "status": "completed"}]}),

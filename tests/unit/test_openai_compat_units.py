@@ -88,11 +88,17 @@ def test_the_prompt_is_the_last_user_message_and_the_history_before_it() -> None
         {"role": "assistant", "content": None,
          "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "content": "result", "tool_call_id": "x"},
-        {"role": "user", "content": [{"type": "text", "text": "Two"}, {"type": "image_url", "image_url": {}},
-                                     {"type": "text", "text": " parts"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Two"}, {"type": "image_url", "image_url": {
+            "url": "https://example.com/a.png", "detail": "low"}}, {"type": "text", "text": " parts"}]},
     ]})
+    refuse_unsupported(body)  # a user's image is taken (whether the model takes it is the gateway's to say)
     prompt = prompt_of(body)
     assert prompt.text == "Two parts"
+    assert (prompt.image_parts, prompt.parts) == (["messages[4].content[1]"], [
+        {"type": "text", "text": "Two"}, {"type": "image_url", "image_url": {"url": "https://example.com/a.png",
+                                                                             "detail": "low"}},
+        {"type": "text", "text": " parts"}])
+    assert prompt.turns() == ("", [*prompt.history, {"role": "user", "content": prompt.parts}])
     # The client's tool turns reach the model in order, as sent.
     assert prompt.history == [
         {"role": "system", "content": "Be brief."}, {"role": "user", "content": "One"},
@@ -100,9 +106,14 @@ def test_the_prompt_is_the_last_user_message_and_the_history_before_it() -> None
          "tool_calls": [{"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "content": "result", "tool_call_id": "x"}]
     assert prompt.strings() == ["Two parts", "One"]  # what the user wrote: not the client's instructions
-    with pytest.raises(ApiProblem) as refused:  # the image part would not reach the model
-        refuse_unsupported(body)
-    assert refused.value.errors is not None and refused.value.errors[0]["field"] == "messages[4].content"
+    for bad in ({"type": "image_url", "image_url": {}}, {"type": "input_audio", "input_audio": {}}):
+        with pytest.raises(ApiProblem) as refused:
+            wrong = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "Hi"}, bad]}]})
+            refuse_unsupported(wrong)
+            prompt_of(wrong)
+        assert refused.value.errors is not None
+        assert refused.value.errors[0]["field"] in ("messages[0].content[1]", "messages[0].content")
     with pytest.raises(ApiProblem):
         prompt_of(ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": " "}]}))
 
@@ -156,8 +167,7 @@ def test_a_conversation_may_end_with_tool_results_and_the_clients_choices_go_to_
     ({"tools": [{"type": "custom", "custom": {"name": "f"}}]}, "tools[0].type"),
     ({"tool_choice": "required"}, "tool_choice"),
     ({"response_format": {"type": "grammar"}}, "response_format.type"),
-    ({"messages": [{"role": "function", "name": "f", "content": "1"}, {"role": "user", "content": "Hi"}]},
-     "messages[0].role"),
+    ({"function_call": "auto"}, "function_call"),
 ])
 def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str) -> None:
     body = ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
@@ -165,6 +175,40 @@ def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str)
     with pytest.raises(ApiProblem) as refused:
         refuse_unsupported(body)
     assert refused.value.errors is not None and refused.value.errors[0]["field"] == field
+
+
+LEGACY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Weather in Oslo and Rome?"},
+    {"role": "assistant", "content": None, "function_call": {"name": "weather", "arguments": '{"city": "Oslo"}'}},
+    {"role": "function", "name": "weather", "content": "3C"},
+    {"role": "assistant", "content": "Now Rome.", "function_call": {"name": "weather", "arguments": '{"c": "Rome"}'}},
+    {"role": "function", "name": "weather", "content": "20C"},
+]
+
+
+def test_the_legacy_function_turns_are_tool_turns_with_ids_made_from_their_place() -> None:
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": LEGACY})
+    refuse_unsupported(body)
+    prompt = prompt_of(body)
+    assert prompt.text == ""  # it ends with a function's result: no new words
+    assert prompt.history == [
+        {"role": "user", "content": "Weather in Oslo and Rome?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_fn1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "content": "3C", "tool_call_id": "call_fn1"},
+        {"role": "assistant", "content": "Now Rome.", "tool_calls": [
+            {"id": "call_fn3", "type": "function", "function": {"name": "weather", "arguments": '{"c": "Rome"}'}}]},
+        {"role": "tool", "content": "20C", "tool_call_id": "call_fn3"}]
+    assert prompt_of(body).history == prompt.history  # the same history, the same ids
+    assert prompt.strings() == ["Weather in Oslo and Rome?"]  # the guardrail reads the user's words only
+
+
+def test_a_function_result_without_its_call_is_refused_naming_it() -> None:
+    body = ChatCompletionRequest.model_validate({"model": "m", "messages": [
+        {"role": "user", "content": "Hi"}, {"role": "function", "name": "weather", "content": "3C"}]})
+    with pytest.raises(ApiProblem) as refused:
+        prompt_of(body)
+    assert refused.value.errors is not None and refused.value.errors[0]["field"] == "messages[1].name"
 
 
 def test_a_client_tool_call_is_a_tool_calls_delta_and_ends_the_answer() -> None:

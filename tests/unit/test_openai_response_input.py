@@ -43,10 +43,30 @@ def test_items_become_turns_and_a_function_output_may_be_last() -> None:
     ({"text": {"verbosity": "loud"}}, "text.verbosity"),
     ({"text": {"stop": "x"}}, "text.stop"),
     ({"text": {"format": {"type": "grammar"}}}, "text.format.type"),
-    ({"background": True}, "background"),
+    ({"background": True, "store": False}, "background"),
     ({"input": [{"type": "computer_call", "call_id": "x"}]}, "input[0].type"),
 ])
 def test_what_is_not_taken_is_refused_by_name(extra: dict[str, Any], field: str) -> None:
+    with pytest.raises(ApiProblem) as refused:
+        prompt_of(ResponseRequest.model_validate({"model": "m", "input": "Hi", **extra}))
+    assert refused.value.errors is not None and refused.value.errors[0]["field"] == field
+
+
+@pytest.mark.parametrize(("given", "expected"), [("c_1", "c_1"), ({"id": "c_1"}, "c_1"), (None, None)])
+def test_a_conversation_is_its_id_or_an_object_with_it(given: Any, expected: str | None) -> None:
+    body = ResponseRequest.model_validate({"model": "m", "input": "Hi", "conversation": given})
+    prompt = prompt_of(body)
+    assert (body.conversation_id, prompt.text, prompt.history) == (expected, "Hi", [])
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    ({"conversation": {"name": "x"}}, "conversation"),
+    ({"conversation": "c_1", "previous_response_id": "resp_x"}, "conversation"),
+    ({"conversation": "c_1", "instructions": "Be brief."}, "instructions"),
+    ({"conversation": "c_1", "input": [{"role": "assistant", "content": "Hi"}, {"role": "user", "content": "Hi"}]},
+     "input"),
+])
+def test_what_a_conversations_turn_cannot_take_is_refused_by_name(extra: dict[str, Any], field: str) -> None:
     with pytest.raises(ApiProblem) as refused:
         prompt_of(ResponseRequest.model_validate({"model": "m", "input": "Hi", **extra}))
     assert refused.value.errors is not None and refused.value.errors[0]["field"] == field

@@ -35,8 +35,11 @@ async def run_agent_body(ctx: NodeContext, config: AgentConfig, prefix: str,
         messages.extend(history_messages(ctx.node.id, ctx.evaluate(f"{prefix}.history", extra)))
     prompt = ctx.render(f"{prefix}.prompt", extra)
     # A caller whose conversation ends with tool results (an OpenAI client's `role: tool`
-    # messages) has no new words: the model reads on from the results.
-    if prompt or not messages or messages[-1]["role"] != "tool":
+    # messages) has no new words: the model reads on from the results. Nor one whose last
+    # message, with images, ends the history (its content parts).
+    last = messages[-1] if messages else {}
+    ends_with_parts = last.get("role") == "user" and isinstance(last.get("content"), list)
+    if prompt or not messages or (last["role"] != "tool" and not ends_with_parts):
         messages.append({"role": "user", "content": prompt})
     request = LLMRequest(messages=messages, model=config.model or None, temperature=config.temperature,
                          max_tokens=config.max_tokens, json_output=config.output == "json", stream=stream,
@@ -108,7 +111,8 @@ def tool_defaults(rendered: dict[str, dict[str, Any]]) -> dict[str, dict[str, An
 
 def history_messages(node_id: str, value: Any) -> list[dict[str, Any]]:
     """The `history` field's value as model messages: a list (or its JSON text) of
-    `{role, content}` with role user, assistant or system — an assistant's may carry the
+    `{role, content}` with role user, assistant or system — a user's content may be `text` and
+    `image_url` parts, an assistant's may carry the
     `tool_calls` it made (content null then), and a `tool` message answers one by its
     `tool_call_id`; anything else fails the node."""
     if isinstance(value, str):
@@ -136,6 +140,8 @@ def history_messages(node_id: str, value: Any) -> list[dict[str, Any]]:
 def _history_message(item: Any) -> dict[str, Any] | None:
     role = item.get("role") if isinstance(item, Mapping) else None
     content = item.get("content") if isinstance(item, Mapping) else None
+    if role == "user" and isinstance(content, list):  # a user's text and images, as content parts
+        return {"role": role, "content": [dict(p) for p in content]} if all(map(_content_part, content)) else None
     if role not in HISTORY_ROLES or not (isinstance(content, str) or content is None):
         return None
     calls = item.get("tool_calls")
@@ -148,6 +154,16 @@ def _history_message(item: Any) -> dict[str, Any] | None:
         call_id = item.get("tool_call_id")
         return {"role": role, "content": content or "", "tool_call_id": call_id} if isinstance(call_id, str) else None
     return {"role": role, "content": content} if content is not None else None
+
+
+def _content_part(part: Any) -> bool:
+    """A `text` part, or an `image_url` part with its `url` (the model's content parts)."""
+    if not isinstance(part, Mapping):
+        return False
+    if part.get("type") == "text":
+        return isinstance(part.get("text"), str)
+    image = part.get("image_url")
+    return part.get("type") == "image_url" and isinstance(image, Mapping) and isinstance(image.get("url"), str)
 
 
 def parse_json_output(node_id: str, text: str) -> Any:

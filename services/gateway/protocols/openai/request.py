@@ -5,10 +5,14 @@ client holds (a stateless request's memory window, `tool` messages left out).
 The client's function `tools`, `tool_choice`, `response_format` and its sampling choices
 (`temperature`, `max_tokens`, `top_p`, `stop`, `seed`, …: `ClientChoices`) reach the model; the
 history may carry the assistant's `tool_calls` and the `role: tool` results, and may end with
-them. What Agentix does not honour is a 400 naming the parameter: `n` > 1, `logprobs`,
-`top_logprobs`, audio output, the legacy `functions`/`function_call` and `function` role, tools
-other than functions, content parts other than text (images, audio, files), and any parameter it
-does not know (`params`, which also says which known ones are accepted as no-ops and why).
+them; the legacy function calling's turns (an assistant's `function_call`, a `role: function`
+result) are taken as those tool turns (`_function_turns`). What Agentix does not honour is a 400
+naming the parameter: `n` > 1, `logprobs`, `top_logprobs`, audio output, the legacy `functions`/
+`function_call` parameters (the model's call would come back as `tool_calls`, which a client
+asking with `functions` does not read: it expects `message.function_call`), tools other than
+functions, content parts other than text and a user's images (`image_url`: they reach a model
+that takes images, `vision`; audio, files), and any parameter it does not know (`params`, which
+also says which known ones are accepted as no-ops and why).
 
 The tier-1 guardrail reads what the user wrote (`Prompt.strings`): the user's messages, never the
 client's own system/developer instructions, the assistant's turns or tool results."""
@@ -33,6 +37,20 @@ class ContentPart(BaseModel):
 
     type: str
     text: str | None = None
+    image_url: str | dict[str, Any] | None = None  # an `image_url` part's `{url, detail?}`
+
+
+_DETAILS = (None, "auto", "low", "high")
+
+
+def image_part(url: Any, detail: Any, where: str) -> dict[str, Any]:
+    """An image as the chat completions' content part the model is given (`{url, detail?}`: an
+    https or data URL)."""
+    if not isinstance(url, str) or not url.startswith(("https://", "http://", "data:image/")):
+        raise params.invalid(where, "an image is an http(s) URL or a `data:image/…` URL")
+    if detail not in _DETAILS:
+        raise params.invalid(where, "`detail` is auto, low or high")
+    return {"type": "image_url", "image_url": {"url": url, **({"detail": detail} if detail else {})}}
 
 
 class FunctionCall(BaseModel):
@@ -55,6 +73,8 @@ class Message(BaseModel):
     content: str | list[ContentPart] | None = None
     tool_calls: list[ToolCall] | None = None  # an assistant's
     tool_call_id: str | None = Field(default=None, max_length=200)  # a `tool` message's
+    function_call: FunctionCall | None = None  # an assistant's, in the legacy function calling
+    name: str | None = Field(default=None, max_length=128)  # a legacy `function` message's function
 
     @property
     def text(self) -> str:
@@ -62,6 +82,23 @@ class Message(BaseModel):
         if isinstance(self.content, str):
             return self.content
         return "".join(p.text or "" for p in self.content or [] if p.type == "text")
+
+    def parts(self, index: int) -> list[dict[str, Any]] | None:
+        """The content as the model's parts when it carries images (None: text only)."""
+        if not isinstance(self.content, list) or all(p.type == "text" for p in self.content):
+            return None
+        out: list[dict[str, Any]] = []
+        for number, part in enumerate(self.content):
+            if part.type == "text":
+                out.append({"type": "text", "text": part.text or ""})
+                continue
+            given = part.image_url if isinstance(part.image_url, dict) else {"url": part.image_url}
+            out.append(image_part(given.get("url"), given.get("detail"), f"messages[{index}].content[{number}]"))
+        return out
+
+    def image_params(self, index: int) -> list[str]:
+        parts = self.content if isinstance(self.content, list) else []
+        return [f"messages[{index}].content[{number}]" for number, p in enumerate(parts) if p.type == "image_url"]
 
 
 class StreamOptions(BaseModel):
@@ -156,6 +193,8 @@ class Prompt(BaseModel):
     text: str
     history: list[dict[str, Any]]
     client: ClientChoices = Field(default_factory=ClientChoices)
+    parts: list[dict[str, Any]] | None = None  # the last user message's parts, when it carries images
+    image_parts: list[str] = Field(default_factory=list)  # where the request's images are (`param`s)
 
     @property
     def carries_tool_turns(self) -> bool:
@@ -166,7 +205,22 @@ class Prompt(BaseModel):
         earlier turns). System/developer messages are the client's own instructions (an agent
         framework's retry prompt may well warn the model about `<system>` tags), assistant
         turns are the model's and tool results the client's tools': none is the user's input."""
-        return [t for t in [self.text, *(m["content"] for m in self.history if m["role"] == "user")] if t]
+        return [t for t in [self.text, *(content_text(m["content"]) for m in self.history if m["role"] == "user")]
+                if t]
+
+    def turns(self) -> tuple[str, list[dict[str, Any]]]:
+        """The run's `text` and `history`: with images, the user's last message (its parts) ends
+        the history and there are no words besides it."""
+        if self.parts is None:
+            return self.text, self.history
+        return "", [*self.history, {"role": "user", "content": self.parts}]
+
+
+def content_text(content: Any) -> str:
+    """A turn's text: its string, or its text parts joined."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
 
 
 _unsupported = params.unsupported
@@ -194,23 +248,25 @@ def refuse_unsupported(body: ChatCompletionRequest) -> None:
     if body.audio is not None or any(m != "text" for m in body.modalities or []):
         raise _unsupported("audio" if body.audio is not None else "modalities",
                            "Agentix answers in text only.")
+    # A model's call of one would come back as `tool_calls`, which a client asking with the legacy
+    # `functions` does not read (it expects `message.function_call`): refused, not half-served.
     if body.functions:
-        raise _unsupported("functions", "the legacy `functions` are not taken: send them as `tools`.")
+        raise _unsupported("functions", "the legacy `functions` are not taken (a call would be answered as "
+                                        "`tool_calls`): send them as `tools`.")
     if body.function_call is not None:
-        raise _unsupported("function_call", "the legacy `function_call` is not taken: use `tool_choice`.")
+        raise _unsupported("function_call", "the legacy `function_call` is not taken: use `tools` and "
+                                            "`tool_choice`.")
     check_tools(body.tools or [], "tools")
     if not body.tools and body.tool_choice not in (None, "none", "auto"):
         raise _unsupported("tool_choice", "there are no `tools` to choose from.")
     check_response_format(body.response_format, "response_format")
     for index, message in enumerate(body.messages):
-        if message.role == "function":
-            raise _unsupported(f"messages[{index}].role", "the legacy `function` role is not taken: send the "
-                                                          "result as a `tool` message with its `tool_call_id`.")
         parts = message.content if isinstance(message.content, list) else []
-        other = next((p.type for p in parts if p.type != "text"), None)
+        taken = ("text", "image_url") if message.role == "user" else ("text",)
+        other = next((p.type for p in parts if p.type not in taken), None)
         if other is not None:
-            raise _unsupported(f"messages[{index}].content", f"`{other}` content parts do not reach the model: "
-                                                             "the assistants take text only.")
+            raise _unsupported(f"messages[{index}].content", f"`{other}` content parts do not reach the model: the "
+                                                             "assistants take text, and a user's images (`image_url`).")
 
 
 def check_tools(tools: list[dict[str, Any]], where: str) -> None:
@@ -242,6 +298,43 @@ def check_response_format(response_format: dict[str, Any] | None, where: str) ->
                                       "field": f"{where}.json_schema"}])
 
 
+_RESULT_ROLES = ("tool", "function")  # a tool's result, or a legacy function's
+
+
+def legacy_call_id(index: int) -> str:
+    """The id given to the legacy `function_call` of `messages[index]`: made from its place, so
+    the same history sent again gives the model the same ids."""
+    return f"call_fn{index}"
+
+
+def _function_turns(messages: list[Message]) -> list[dict[str, Any] | None]:
+    """Each message as a history turn (None: none), the legacy function calling's as tool turns:
+    an assistant's `function_call` is one tool call, and the `function` message after it, of
+    that function's name, is its result. A result without its call is a 400."""
+    turns: list[dict[str, Any] | None] = []
+    waiting: dict[str, str] = {}  # function name → the id of its call not yet answered
+    for index, message in enumerate(messages):
+        if message.role == "assistant" and message.function_call is not None:
+            call_id = legacy_call_id(index)
+            waiting[message.function_call.name] = call_id
+            calls = [c.model_dump(include={"id", "type", "function"}) for c in message.tool_calls or []]
+            calls.append({"id": call_id, "type": "function", "function": message.function_call.model_dump()})
+            turns.append({"role": "assistant", "content": message.text or None, "tool_calls": calls})
+        elif message.role == "function":
+            answered = waiting.pop(message.name or "", None)
+            if answered is None:
+                why = (f"`messages[{index}]` is a function result without an assistant `function_call` of "
+                       f"`{message.name}` before it.")
+                raise ApiProblem(400, "Bad Request", why, errors=[{"code": "invalid_value", "message": why,
+                                                                   "field": f"messages[{index}].name"}])
+            turns.append({"role": "tool", "content": message.text, "tool_call_id": answered})
+        elif message.role == "user" and (parts := message.parts(index)) is not None:
+            turns.append({"role": "user", "content": parts})
+        else:
+            turns.append(_history_turn(message))
+    return turns
+
+
 def _history_turn(message: Message) -> dict[str, Any] | None:
     if message.role == "tool":
         return {"role": "tool", "content": message.text, "tool_call_id": message.tool_call_id or ""}
@@ -260,7 +353,7 @@ def prompt_of(body: ChatCompletionRequest) -> Prompt:
             raise ApiProblem(400, "Bad Request", f"`messages[{index}]` is a tool result without its `tool_call_id`.",
                              errors=[{"code": "missing_required_parameter", "message": "tool_call_id",
                                       "field": f"messages[{index}].tool_call_id"}])
-    if last.role != "tool" and (last.role != "user" or not last.text.strip()):
+    if last.role not in _RESULT_ROLES and (last.role != "user" or not (last.text.strip() or last.image_params(0))):
         raise ApiProblem(400, "Bad Request", "The last message must be the user's, with text, or a tool result.",
                          errors=[{"code": "invalid_value", "message": "last message", "field": "messages"}])
     if len(last.text) > MAX_TEXT:
@@ -268,15 +361,18 @@ def prompt_of(body: ChatCompletionRequest) -> Prompt:
                          errors=[{"code": "string_too_long", "message": "too long", "field": "messages"}])
     # The client's messages are the window, as sent (a conversation's window is the server's).
     # Ending with tool results, they all are the history and there are no new words.
-    sent = body.messages if last.role == "tool" else body.messages[:-1]
-    earlier = [turn for turn in map(_history_turn, sent) if turn is not None]
+    ends_with_result = last.role in _RESULT_ROLES
+    sent = body.messages if ends_with_result else body.messages[:-1]
+    earlier = [turn for turn in _function_turns(sent) if turn is not None]
     client = ClientChoices(tools=body.tools or [], tool_choice=body.tool_choice,
                            parallel_tool_calls=body.parallel_tool_calls,
                            response_format=None if (body.response_format or {}).get("type", "text") == "text"
                            else body.response_format,
                            temperature=body.temperature, max_tokens=body.max_completion_tokens or body.max_tokens,
                            sampling=sampling_of(body))
-    return Prompt(text="" if last.role == "tool" else last.text, history=earlier, client=client)
+    images = [where for index, message in enumerate(body.messages) for where in message.image_params(index)]
+    return Prompt(text="" if ends_with_result else last.text, history=earlier, client=client,
+                  parts=None if ends_with_result else last.parts(len(body.messages) - 1), image_parts=images)
 
 
 SAMPLING_FIELDS = ("top_p", "stop", "seed", "presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort",

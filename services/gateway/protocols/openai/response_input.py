@@ -4,7 +4,9 @@ earlier thoughts and are not given to it again), `instructions` first as a syste
 turns of `previous_response_id` before them, and the client's choices for the model (function
 `tools`, `tool_choice`, `text.format`) in the shapes the chat completions use, so the same
 answering agent takes them, with the sampling choices (`top_p`, `max_output_tokens`,
-`reasoning.effort`, `text.verbosity`, `user`, `safety_identifier`). What Agentix does not honour,
+`reasoning.effort`, `text.verbosity`, `user`, `safety_identifier`). `background` runs it
+regardless of the client (answered at once, `queued`; `routes`); `conversation` makes it the next
+turn of one of the caller's conversations (`start`). What Agentix does not honour,
 or does not know, is a 400 naming the parameter (`params` says which known ones are no-ops)."""
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from services.gateway.protocols.openai.request import (
     Prompt,
     check_response_format,
     check_tools,
+    content_text,
+    image_part,
 )
 
 # Parameters that change nothing when left at these values; anything else is refused by name.
 _NOT_YET: dict[str, tuple[Any, ...]] = {
-    "conversation": (None,), "background": (None, False), "include": (None, []), "prompt": (None,),
+    "include": (None, []), "prompt": (None,),
     "top_logprobs": (None, 0), "n": (None, 1), "max_tool_calls": (None,),
 }
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -38,6 +42,7 @@ class ResponseRequest(BaseModel):
     input: str | list[dict[str, Any]]
     instructions: str | None = None
     stream: bool = False
+    background: bool = False  # the run goes on whatever the client does; its response is read by GET
     store: bool | None = None
     metadata: dict[str, str] | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
@@ -47,6 +52,8 @@ class ResponseRequest(BaseModel):
     parallel_tool_calls: bool | None = None
     text: dict[str, Any] | None = None
     previous_response_id: str | None = Field(default=None, max_length=200)
+    # An Agentix conversation of the caller's (its id, or `{id}`): the run is its next turn.
+    conversation: str | dict[str, Any] | None = None
     # Sampling (checked by `Sampling`, with OpenAI's ranges): `reasoning.effort` is its
     # `reasoning_effort`, `text.verbosity` its `verbosity`.
     top_p: float | None = None
@@ -63,6 +70,14 @@ class ResponseRequest(BaseModel):
     def effort(self) -> Any:
         return (self.reasoning or {}).get("effort")
 
+    @property
+    def conversation_id(self) -> str | None:
+        """The conversation the response is a turn of (None: a stateless response)."""
+        given = self.conversation.get("id") if isinstance(self.conversation, dict) else self.conversation
+        if self.conversation is not None and (not isinstance(given, str) or not given.strip()):
+            raise _invalid("conversation", "`conversation` is a conversation's id, or `{id}`.")
+        return given.strip() if isinstance(given, str) else None
+
 
 refuse = params.unsupported
 
@@ -75,6 +90,12 @@ def check_params(body: ResponseRequest) -> None:
         if extra.get(param) not in fine:
             raise refuse(param, "the Responses API here does not take it.")
     params.refuse_unknown({k: v for k, v in extra.items() if k not in _NOT_YET})
+    if body.conversation_id is not None and body.previous_response_id is not None:
+        raise _invalid("conversation", "`previous_response_id` and `conversation` cannot be used together: a "
+                                       "conversation holds its own earlier turns.")
+    if body.background and body.store is False:
+        raise refuse("background", "a background response is read again by GET /v1/responses/{id}: it needs "
+                                   "`store` true (or left out).")
     if body.store is False:
         raise refuse("store", "a response is its run, kept for GET, input_items and previous_response_id; "
                               "remove one with DELETE /v1/responses/{id}.")
@@ -109,6 +130,38 @@ def _text_of(content: Any, where: str) -> str:
             raise refuse(f"{where}.content[{index}]", f"`{kind}` content does not reach the model: text only.")
         texts.append(str(part.get("text") or ""))
     return "".join(texts)
+
+
+def _user_content(content: Any, where: str) -> str | list[dict[str, Any]]:
+    """A user message's content: its text, or — with `input_image` parts — the model's content
+    parts (text and images)."""
+    parts = content if isinstance(content, list) else []
+    if not any(isinstance(p, dict) and p.get("type") == "input_image" for p in parts):
+        return _text_of(content, where)
+    out: list[dict[str, Any]] = []
+    for index, part in enumerate(parts):
+        at = f"{where}.content[{index}]"
+        if part.get("type") == "input_image":
+            if part.get("file_id") is not None:
+                raise refuse(f"{at}.file_id", "Agentix keeps no uploaded files: send the image as `image_url` "
+                                              "(an http(s) or data URL).")
+            out.append(image_part(part.get("image_url"), part.get("detail"), at))
+        elif part.get("type") in _TEXT_PARTS:
+            out.append({"type": "text", "text": str(part.get("text") or "")})
+        else:
+            raise refuse(at, f"`{part.get('type')}` content does not reach the model: text and images only.")
+    return out
+
+
+def image_params(items: list[dict[str, Any]]) -> list[str]:
+    """Where the input's images are (`input[i].content[j]`)."""
+    found: list[str] = []
+    for i, item in enumerate(items):
+        content = item.get("content")
+        for j, part in enumerate(content if isinstance(content, list) else []):
+            if isinstance(part, dict) and part.get("type") == "input_image":
+                found.append(f"input[{i}].content[{j}]")
+    return found
 
 
 def function_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -159,7 +212,9 @@ def _turns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for index, item in enumerate(items):
         where = f"input[{index}]"
         kind = item.get("type", "message")
-        if kind == "message" and item.get("role") in _ROLES:
+        if kind == "message" and item.get("role") == "user":
+            turns.append({"role": "user", "content": _user_content(item.get("content"), where)})
+        elif kind == "message" and item.get("role") in _ROLES:
             turns.append({"role": _ROLES[item["role"]], "content": _text_of(item.get("content"), where)})
         elif kind == "function_call":
             call_id, name = item.get("call_id"), item.get("name")
@@ -187,6 +242,16 @@ def _turns(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return turns
 
 
+def _one_turn_of_a_conversation(body: ResponseRequest, turns: list[dict[str, Any]]) -> None:
+    """A conversation's run reads its own window and is given the user's new words only: what
+    else the request carries would not reach the model, so it is refused by name."""
+    why = "a conversation's run is given the user's new message only (the conversation holds the rest)."
+    if body.instructions:
+        raise refuse("instructions", why)
+    if len(turns) > 1:
+        raise refuse("input", f"{why} Send one user message.")
+
+
 def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None) -> Prompt:
     """The run's input: the last user message (or none after tool outputs), the turns before it
     (`previous_response_id`'s first, then `instructions`, then the items)."""
@@ -194,7 +259,8 @@ def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None
     items = [{"role": "user", "content": body.input}] if isinstance(body.input, str) else body.input
     turns = _turns(items)
     last = turns[-1] if turns else None
-    if last is None or not (last["role"] == "tool" or (last["role"] == "user" and last["content"].strip())):
+    if last is None or not (last["role"] == "tool" or (last["role"] == "user" and (
+            isinstance(last["content"], list) or last["content"].strip()))):
         raise ApiProblem(400, "Bad Request", "The last input item must be the user's message, with text, or a "
                                              "function_call_output.",
                          errors=[{"code": "invalid_value", "message": "last item", "field": "input"}])
@@ -207,7 +273,12 @@ def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None
                                 "verbosity": (body.text or {}).get("verbosity"),
                                 "safety_identifier": body.safety_identifier},
                                {"reasoning_effort": "reasoning.effort", "verbosity": "text.verbosity"}))
+    if body.conversation_id is not None:
+        _one_turn_of_a_conversation(body, turns)
     instructions = [{"role": "system", "content": body.instructions}] if body.instructions else []
+    images = image_params(items)
     if last["role"] == "tool":
-        return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client)
-    return Prompt(text=last["content"], history=[*(earlier or []), *instructions, *turns[:-1]], client=client)
+        return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client, image_parts=images)
+    parts = last["content"] if isinstance(last["content"], list) else None
+    return Prompt(text=content_text(last["content"]), history=[*(earlier or []), *instructions, *turns[:-1]],
+                  client=client, parts=parts, image_parts=images)

@@ -91,7 +91,8 @@ class ResponseFrames:
         prompt, completion = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
         body = self.body
         return {"id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-                "model": self.model, "output": output, "instructions": body.instructions,
+                "model": self.model, "output": output, "instructions": body.instructions, "background": body.background,
+                "conversation": {"id": body.conversation_id} if body.conversation_id else None,
                 "metadata": body.metadata or {}, "max_output_tokens": body.max_output_tokens,
                 "parallel_tool_calls": body.parallel_tool_calls is not False,
                 "tool_choice": body.tool_choice or "auto", "tools": body.tools or [], "store": True,
@@ -105,7 +106,7 @@ class ResponseFrames:
                                        if ending and ending.finish_reason == "length" else None),
                 "usage": {"input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion,
                           "input_tokens_details": {"cached_tokens": 0},
-                          "output_tokens_details": {"reasoning_tokens": 0}} if status != "in_progress" else None}
+                          "output_tokens_details": {"reasoning_tokens": 0}} if ending is not None else None}
 
     def _message(self, status: str, text: str | None = None) -> dict[str, Any]:
         content = [] if text is None else [{"type": "output_text", "text": text, "annotations": []}]
@@ -218,7 +219,27 @@ async def whole(state: Any, bus: Any, frames: ResponseFrames, live: bool = True)
             pass
     except Exception as exc:
         log.warning("following run %s for a response failed: %s", frames.translator.started.run_id, exc)
-    ending = frames.translator.ending or Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
+    if frames.translator.ending is None:
+        frames.translator.ending = Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
+    return _ended(frames)
+
+
+def _ended(frames: ResponseFrames) -> dict[str, Any]:
+    """The response object of a run that has ended (`failed`/`cancelled` with its error)."""
+    ending = frames.translator.ending
+    assert ending is not None
     if ending.error is not None:
         return frames.response("cancelled" if ending.error["error"]["code"] == "cancelled" else "failed", ending)
     return frames.response("incomplete" if ending.finish_reason == "length" else "completed", ending)
+
+
+async def now(state: Any, bus: Any, frames: ResponseFrames) -> dict[str, Any]:
+    """The response as it stands (`GET /v1/responses/{id}`, never waiting): what its run's log
+    holds so far, `in_progress` until the run has ended, then as `whole` gives it."""
+    try:
+        async for _ in run_frames(state, bus, frames.translator.started.run_id, frames, live=False):
+            pass
+    except Exception as exc:
+        log.warning("reading run %s for a response failed: %s", frames.translator.started.run_id, exc)
+        frames.translator.ending = Ending(error=error_body(_BROKE, 502, "events_lost"), status=502)
+    return frames.response("in_progress") if frames.translator.ending is None else _ended(frames)

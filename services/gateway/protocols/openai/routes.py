@@ -9,6 +9,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
+from services.gateway.chat import conversations
 from services.gateway.deps import BusDep, DatabaseDep
 from services.gateway.protocols.openai import (
     assistants,
@@ -18,6 +19,7 @@ from services.gateway.protocols.openai import (
     start,
     stored,
     stream,
+    vision,
 )
 from services.gateway.protocols.openai.access import Caller, guard
 from services.gateway.protocols.openai.errors import OpenAIRoute
@@ -52,6 +54,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
     refuse_unsupported(body)
     prompt = prompt_of(body)
     assistant = await db.run(assistants.resolve, user, body.model)
+    await vision.check_images(db, request.app.state.settings, prompt)
     # A conversation's run reads only the new message: the sent history goes nowhere then.
     grey = await guard(request, prompt.strings() if wish in (None, start.NEW) else [prompt.text])
     # A streamed answer reads its run's events live from the first, with no consumer of its own.
@@ -87,17 +90,26 @@ async def create_response(body: response_input.ResponseRequest, request: Request
                if body.previous_response_id else None)
     prompt = response_input.prompt_of(body, earlier)
     assistant = await db.run(assistants.resolve, user, body.model)
-    grey = await guard(request, prompt.strings())
+    await vision.check_images(db, request.app.state.settings, prompt)
+    wish = body.conversation_id
+    if wish == start.NEW:
+        raise conversations.not_found(wish)  # `new` is the chat header's wish, never an id here
+    # A conversation's run reads only the new message.
+    grey = await guard(request, prompt.strings() if wish is None else [prompt.text])
     new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
     try:
-        started = await start.start(db, bus, user, assistant, prompt, None, grey, new_feed.open)
+        started = await start.start(db, bus, user, assistant, prompt, wish, grey, new_feed.open)
         request.state.audit_target = f"run_id={started.run_id}"
         headers = {"X-Agentix-Run-Id": started.run_id}
         frames = responses.ResponseFrames(Translator.for_mode(started, assistant.mode), body.model, body,
                                           streamed=body.stream)
+        if body.background and not body.stream:  # answered at once: the run goes on, read by GET
+            return JSONResponse(frames.response("queued"), headers=headers)
         if not body.stream:
             return JSONResponse(await responses.whole(request.app.state, bus, frames), headers=headers)
-        events = responses.streamed(request.app.state, db, bus, user, frames)
+        # A background run, or a conversation's, is not the stream's: leaving the stream leaves it be.
+        owner = not body.background and started.conversation_id is None
+        events = responses.streamed(request.app.state, db, bus, user, frames, owner=owner)
         response = sse_response(events, headers, ping_s=stream.PING_S)
         new_feed.handed_over()
         return response
@@ -112,7 +124,7 @@ async def get_response(response_id: str, request: Request, user: Caller, db: Dat
                        ) -> dict[str, Any] | EventSourceResponse:
     frames, live = await stored.frames_of(db, user, response_id, stream_, starting_after)
     if not stream_:
-        return await responses.whole(request.app.state, bus, frames, live)
+        return await responses.now(request.app.state, bus, frames)
     events = responses.streamed(request.app.state, db, bus, user, frames, live, owner=False)
     return sse_response(events, {"X-Agentix-Run-Id": frames.translator.started.run_id}, ping_s=stream.PING_S)
 

@@ -83,6 +83,9 @@ async def _post(db: Database, bus: Bus, user: Principal, conversation_id: str, m
 def _refuse_client_choices(prompt: Prompt, why: str) -> None:
     """A run whose graph is not built for this request cannot take the client's tools, format,
     sampling or tool turns: a 400 naming what was sent."""
+    if prompt.image_parts:
+        raise ApiProblem(400, "Bad Request", f"`{prompt.image_parts[0]}`: images cannot be taken here: {why}",
+                         errors=[{"code": "unsupported_parameter", "message": why, "field": prompt.image_parts[0]}])
     client = prompt.client
     sampled = client.sampling.body() if client.sampling is not None else {}
     for param, given in (("tools", client.tools), ("tool_choice", client.tool_choice),
@@ -107,7 +110,8 @@ def _graph(mode: Mode, prompt: Prompt) -> dict[str, Any]:
 
 async def _stateless(db: Database, bus: Bus, user: Principal, assistant: Assistant, prompt: Prompt,
                      grey: list[str], before_queue: BeforeQueue | None) -> Started:
-    task_input: dict[str, Any] = {"text": prompt.text}
+    text, history = prompt.turns()
+    task_input: dict[str, Any] = {"text": text}
     if assistant.workflow is not None:
         _refuse_client_choices(prompt, f"the workflow `{assistant.id}` has its own agents and tools; use a "
                                        "built-in model (agentix-react, agentix-direct).")
@@ -115,7 +119,7 @@ async def _stateless(db: Database, bus: Bus, user: Principal, assistant: Assista
             task_input["history"] = prompt.history
         body = tasks.SubmitTask(workflow_id=assistant.workflow.id, input=task_input, options=TaskOptions())
     else:
-        task_input["history"] = prompt.history
+        task_input["history"] = history
         body = tasks.SubmitTask(dsl=_graph(assistant.mode or "react", prompt), input=task_input,
                                 options=TaskOptions())
     task, _, _ = await tasks.submit(db, bus, user, body, None, grey, before_queue)

@@ -68,15 +68,24 @@ def _items_of(turn: dict[str, Any], run_id: str, index: int) -> list[dict[str, A
         return [{"type": "function_call_output", "id": f"fco_{run_id}_{index}", "status": "completed",
                  "call_id": str(turn.get("tool_call_id")), "output": str(turn.get("content") or "")}]
     items: list[dict[str, Any]] = []
-    if turn.get("content"):
+    content = turn.get("content")
+    if content:
+        parts = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
         items.append({"type": "message", "id": f"msg_{run_id}_{index}", "status": "completed",
-                      "role": str(turn.get("role")),
-                      "content": [{"type": "input_text", "text": str(turn.get("content") or "")}]})
+                      "role": str(turn.get("role")), "content": [_part(p) for p in parts]})
     for call in turn.get("tool_calls") or []:
         function = call.get("function") or {}
         items.append({"type": "function_call", "id": f"fc_{call.get('id')}", "status": "completed",
                       "call_id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")})
     return items
+
+
+def _part(part: dict[str, Any]) -> dict[str, Any]:
+    """A content part the model was given, as the Responses API's input part."""
+    if part.get("type") == "image_url":
+        image = part.get("image_url") or {}
+        return {"type": "input_image", "image_url": image.get("url"), "detail": image.get("detail") or "auto"}
+    return {"type": "input_text", "text": str(part.get("text") or "")}
 
 
 async def input_items(db: Database, user: Principal, response_id: str, order: str) -> dict[str, Any]:
