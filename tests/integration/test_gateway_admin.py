@@ -94,7 +94,7 @@ async def test_api_key_is_write_only_encrypted_and_never_leaks(
         audit_rows = list(s.exec(select(AuditEntry)))
     assert row.api_key_enc and PLANTED not in row.api_key_enc
     assert decrypt_secret(row.api_key_enc, gw.settings.persistent_secret("secret_key")) == PLANTED
-    assert row.params == {"temperature": 0.2, "timeout_s": 60.0, "extra": {}}
+    assert row.params == {"temperature": 0.2, "timeout_s": 60.0, "extra": {}, "vision": False}
     assert audit_rows and all(PLANTED not in str(r.model_dump()) for r in audit_rows)
     assert all(PLANTED not in record.getMessage() for record in caplog.records)
 
