@@ -17,6 +17,7 @@ from services.gateway.chat.modes import MODES, Mode, graph_for
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import assistant_graph, assistant_store
+from services.gateway.protocols.langgraph.listing import page_of
 from services.gateway.tables import LgAssistant, Workflow, aware
 
 CHAT_GRAPH: Final = "chat"
@@ -154,16 +155,8 @@ def _all(session: Session, user: Principal, query: AssistantCount) -> list[dict[
 def search(session: Session, user: Principal, query: AssistantSearch) -> tuple[list[dict[str, Any]], int | None]:
     """One page and the next offset, if any; `sort_by`/`sort_order` and `select` as asked."""
     found = _all(session, user, query)
-    if query.sort_by is not None:
-        key = query.sort_by
-        found.sort(key=lambda a: (a[key] is None, a[key] or ""), reverse=query.sort_order != "asc")
-    elif query.sort_order == "asc":
-        found.reverse()
-    page = found[query.offset:query.offset + query.limit]
-    more = len(found) > query.offset + query.limit
-    if query.select:
-        page = [{k: a[k] for k in query.select} for a in page]
-    return page, (query.offset + query.limit if more else None)
+    return page_of(found, sort_by=query.sort_by, sort_order=query.sort_order, offset=query.offset, limit=query.limit,
+                   select=query.select)
 
 
 def count(session: Session, user: Principal, query: AssistantCount) -> int:

@@ -24,6 +24,7 @@ from services.gateway.db import Database
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import assistants
+from services.gateway.protocols.langgraph.listing import page_of
 from services.gateway.protocols.langgraph.refusals import refuse_when_set, refused, unsupported
 from services.gateway.triggers import schedules as records
 from services.gateway.triggers import scheduling
@@ -234,16 +235,8 @@ def _matching(session: Session, user: Principal, query: CronCount, enabled: bool
 def search(session: Session, user: Principal, query: CronSearch) -> tuple[list[dict[str, Any]], int | None]:
     """One page (newest first unless sorted otherwise) and the next offset, if any."""
     found = _matching(session, user, query, query.enabled)
-    if query.sort_by is not None:
-        key = query.sort_by
-        found.sort(key=lambda c: (c[key] is None, str(c[key] or "")), reverse=query.sort_order != "asc")
-    elif query.sort_order == "asc":
-        found.reverse()
-    page = found[query.offset:query.offset + query.limit]
-    more = len(found) > query.offset + query.limit
-    if query.select:
-        page = [{k: c[k] for k in query.select} for c in page]
-    return page, (query.offset + query.limit if more else None)
+    return page_of(found, sort_by=query.sort_by, sort_order=query.sort_order, offset=query.offset, limit=query.limit,
+                   select=query.select)
 
 
 def count(session: Session, user: Principal, query: CronCount) -> int:
