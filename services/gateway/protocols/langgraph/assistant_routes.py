@@ -6,21 +6,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import DatabaseDep
 from services.gateway.protocols.langgraph import assistant_store, assistants
 from services.gateway.protocols.langgraph.auth import LgUser
+from services.gateway.protocols.langgraph.listing import json_response, page_response
 from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.protocols.langgraph.routes import PREFIX
 from shared.settings import VERSION
 
 router = APIRouter(prefix=PREFIX, tags=["langgraph"])
-
-
-def _json(body: Any, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(jsonable_encoder(body), headers=headers)
 
 
 @router.get("/ok")
@@ -43,13 +39,13 @@ async def create_assistant(body: assistant_store.AssistantIn, request: Request, 
                            db: DatabaseDep) -> JSONResponse:
     made = await db.run(assistants.create, user, body)
     request.state.audit_target = f"assistant_id={made['assistant_id']}"
-    return _json(made)
+    return json_response(made)
 
 
 @router.post("/assistants/search")
 async def search_assistants(body: assistants.AssistantSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
     page, next_offset = await db.run(assistants.search, user, body)
-    return _json(page, headers={"X-Pagination-Next": str(next_offset)} if next_offset is not None else None)
+    return page_response(page, next_offset)
 
 
 @router.post("/assistants/count")
@@ -59,14 +55,14 @@ async def count_assistants(body: assistants.AssistantCount, user: LgUser, db: Da
 
 @router.get("/assistants/{assistant_id}")
 async def get_assistant(assistant_id: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(assistants.get, user, assistant_id))
+    return json_response(await db.run(assistants.get, user, assistant_id))
 
 
 @router.patch("/assistants/{assistant_id}")
 async def update_assistant(assistant_id: str, body: assistant_store.AssistantPatch, request: Request, user: LgUser,
                            db: DatabaseDep) -> JSONResponse:
     request.state.audit_target = f"assistant_id={assistant_id}"
-    return _json(await db.run(assistants.update, user, assistant_id, body))
+    return json_response(await db.run(assistants.update, user, assistant_id, body))
 
 
 @router.delete("/assistants/{assistant_id}", status_code=204)
@@ -84,32 +80,32 @@ async def delete_assistant(assistant_id: str, request: Request, user: LgUser, db
 async def assistant_graph(assistant_id: str, user: LgUser, db: DatabaseDep,
                           xray: Annotated[str, Query(max_length=8)] = "false") -> JSONResponse:
     depth: bool | int = xray.lower() == "true" or (xray.isdigit() and int(xray) > 0)
-    return _json(await db.run(assistants.graph, user, assistant_id, depth))
+    return json_response(await db.run(assistants.graph, user, assistant_id, depth))
 
 
 @router.get("/assistants/{assistant_id}/schemas")
 async def assistant_schemas(assistant_id: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(assistants.schemas, user, assistant_id))
+    return json_response(await db.run(assistants.schemas, user, assistant_id))
 
 
 @router.get("/assistants/{assistant_id}/subgraphs")
 async def assistant_subgraphs(assistant_id: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(assistants.subgraphs, user, assistant_id))
+    return json_response(await db.run(assistants.subgraphs, user, assistant_id))
 
 
 @router.get("/assistants/{assistant_id}/subgraphs/{namespace}")
 async def assistant_subgraph(assistant_id: str, namespace: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(assistants.subgraphs, user, assistant_id))
+    return json_response(await db.run(assistants.subgraphs, user, assistant_id))
 
 
 @router.post("/assistants/{assistant_id}/versions")
 async def assistant_versions(assistant_id: str, body: assistants.VersionSearch, user: LgUser,
                              db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(assistants.versions, user, assistant_id, body))
+    return json_response(await db.run(assistants.versions, user, assistant_id, body))
 
 
 @router.post("/assistants/{assistant_id}/latest")
 async def assistant_latest(assistant_id: str, body: assistants.Latest, request: Request, user: LgUser,
                            db: DatabaseDep) -> JSONResponse:
     request.state.audit_target = f"assistant_id={assistant_id}"
-    return _json(await db.run(assistants.set_latest, user, assistant_id, body.version))
+    return json_response(await db.run(assistants.set_latest, user, assistant_id, body.version))

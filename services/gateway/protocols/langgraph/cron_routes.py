@@ -3,22 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Request, Response
-from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
 from services.gateway.protocols.langgraph import crons
 from services.gateway.protocols.langgraph.auth import LgUser
+from services.gateway.protocols.langgraph.listing import json_response, page_response
 from services.gateway.protocols.langgraph.routes import PREFIX
 
 router = APIRouter(prefix=PREFIX, tags=["langgraph"])
-
-
-def _json(body: Any, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(jsonable_encoder(body), headers=headers)
 
 
 @router.post("/runs/crons")
@@ -26,7 +20,7 @@ async def create_cron(body: crons.CronCreate, request: Request, user: LgUser, db
                       bus: BusDep) -> JSONResponse:
     made = await crons.create(db, bus, user, body)
     request.state.audit_target = f"cron_id={made['cron_id']}"
-    return _json(made)
+    return json_response(made)
 
 
 @router.post("/threads/{thread_id}/runs/crons")
@@ -37,7 +31,7 @@ async def create_thread_cron(thread_id: str, body: crons.CronCreate, user: LgUse
 @router.post("/runs/crons/search")
 async def search_crons(body: crons.CronSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
     page, next_offset = await db.run(crons.search, user, body)
-    return _json(page, headers={"X-Pagination-Next": str(next_offset)} if next_offset is not None else None)
+    return page_response(page, next_offset)
 
 
 @router.post("/runs/crons/count")
@@ -47,14 +41,14 @@ async def count_crons(body: crons.CronCount, user: LgUser, db: DatabaseDep) -> i
 
 @router.get("/runs/crons/{cron_id}")
 async def get_cron(cron_id: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(crons.get, user, cron_id))
+    return json_response(await db.run(crons.get, user, cron_id))
 
 
 @router.patch("/runs/crons/{cron_id}")
 async def update_cron(cron_id: str, body: crons.CronPatch, request: Request, user: LgUser, db: DatabaseDep,
                       bus: BusDep) -> JSONResponse:
     request.state.audit_target = f"cron_id={cron_id}"
-    return _json(await crons.update(db, bus, user, cron_id, body))
+    return json_response(await crons.update(db, bus, user, cron_id, body))
 
 
 @router.delete("/runs/crons/{cron_id}", status_code=204)

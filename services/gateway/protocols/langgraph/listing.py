@@ -1,11 +1,16 @@
-"""One page of a search the gateway answers from a list it has built (assistants, crons): sorted
-by a field when asked (missing values last), else in the list's own order or its reverse, cut at
-`offset`/`limit`, each item narrowed to the `select`ed fields."""
+"""How `/lg` answers with JSON (`json_response`: dates and models encoded as FastAPI does), and one
+page of a search answered from a list the gateway has built (assistants, crons): sorted by a field
+when asked (missing values last), else in the list's own order or its reverse, cut at
+`offset`/`limit`, each item narrowed to the `select`ed fields, the next offset in
+`X-Pagination-Next` as the SDK reads it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 
 
 def page_of(found: list[dict[str, Any]], *, sort_by: str | None, sort_order: str | None, offset: int, limit: int,
@@ -20,3 +25,11 @@ def page_of(found: list[dict[str, Any]], *, sort_by: str | None, sort_order: str
     if select:
         page = [{k: item[k] for k in select} for item in page]
     return page, (offset + limit if len(found) > offset + limit else None)
+
+
+def json_response(body: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(jsonable_encoder(body), headers=headers)
+
+
+def page_response(page: list[dict[str, Any]], next_offset: int | None) -> JSONResponse:
+    return json_response(page, headers={"X-Pagination-Next": str(next_offset)} if next_offset is not None else None)

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
-from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
@@ -25,6 +24,7 @@ from services.gateway.protocols.langgraph import (
 )
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
+from services.gateway.protocols.langgraph.listing import json_response
 from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import FrameId, LgFrames, parse_id
@@ -36,10 +36,6 @@ PREFIX = "/lg"
 router = APIRouter(prefix=PREFIX, tags=["langgraph"])
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)]
 RESUMED_AFTER = 7  # a resumed run's stream: every frame up to its approval's, the opening excepted
-
-
-def _json(body: Any, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(jsonable_encoder(body), headers=headers)
 
 
 def _links(thread_id: str, run_id: str, tail: str = "stream") -> dict[str, str]:
@@ -94,17 +90,17 @@ async def create_thread(body: threads.NewThread, request: Request, user: LgUser,
                         bus: MaybeBusDep) -> JSONResponse:
     conversation, _ = await db.run(threads.create, user, body)
     request.state.audit_target = f"thread_id={conversation.id}"
-    return _json(await threads.current(db, bus, request.app.state.record_watch, user, conversation.id))
+    return json_response(await threads.current(db, bus, request.app.state.record_watch, user, conversation.id))
 
 
 @router.post("/threads/search")
 async def search_threads(body: thread_search.ThreadSearch, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(thread_search.search, user, body))
+    return json_response(await db.run(thread_search.search, user, body))
 
 
 @router.post("/threads/count")
 async def count_threads(body: thread_search.ThreadFilter, user: LgUser, db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(thread_search.count, user, body))
+    return json_response(await db.run(thread_search.count, user, body))
 
 
 @router.post("/threads/prune")
@@ -118,14 +114,14 @@ async def prune_threads(body: thread_search.Prune, user: LgUser, db: DatabaseDep
                 raise
             continue
         pruned += 1
-    return _json({"pruned_count": pruned})
+    return json_response({"pruned_count": pruned})
 
 
 @router.patch("/threads/{thread_id}")
 async def update_thread(thread_id: str, body: thread_search.ThreadPatch, request: Request, user: LgUser,
                         db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
     await db.run(thread_search.patch, user, thread_id, body)
-    return _json(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
+    return json_response(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
 
 
 @router.post("/threads/{thread_id}/copy")
@@ -133,18 +129,18 @@ async def copy_thread(thread_id: str, request: Request, user: LgUser, db: Databa
                       bus: MaybeBusDep) -> JSONResponse:
     twin = await db.run(thread_search.copy, user, thread_id)
     request.state.audit_target = f"thread_id={twin.id}"
-    return _json(await threads.current(db, bus, request.app.state.record_watch, user, twin.id))
+    return json_response(await threads.current(db, bus, request.app.state.record_watch, user, twin.id))
 
 
 @router.get("/threads/{thread_id}")
 async def get_thread(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
-    return _json(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
+    return json_response(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
 
 
 async def _state_at(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
                     checkpoint: Any) -> JSONResponse:
     interrupts = await threads.pending(db, bus, request.app.state.record_watch, user, thread_id)
-    return _json(await db.run(history.state_at, user, thread_id, interrupts, checkpoint_id_of(checkpoint)))
+    return json_response(await db.run(history.state_at, user, thread_id, interrupts, checkpoint_id_of(checkpoint)))
 
 
 @router.get("/threads/{thread_id}/state")
@@ -156,7 +152,7 @@ async def thread_state(thread_id: str, request: Request, user: LgUser, db: Datab
 @router.post("/threads/{thread_id}/state")
 async def update_thread_state(thread_id: str, body: state_update.StateUpdate, user: LgUser,
                               db: DatabaseDep) -> JSONResponse:
-    return _json(await db.run(state_update.update, user, thread_id, body))
+    return json_response(await db.run(state_update.update, user, thread_id, body))
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
@@ -174,7 +170,7 @@ async def thread_state_of(thread_id: str, body: history.StateQuery, request: Req
 async def _history(request: Request, user: Principal, db: Database, bus: Bus | None, thread_id: str,
                    query: history.HistoryQuery) -> JSONResponse:
     interrupts = await threads.pending(db, bus, request.app.state.record_watch, user, thread_id)
-    return _json(await db.run(history.states, user, thread_id, interrupts, query))
+    return json_response(await db.run(history.states, user, thread_id, interrupts, query))
 
 
 @router.post("/threads/{thread_id}/history")
@@ -199,7 +195,7 @@ async def delete_thread(thread_id: str, user: LgUser, db: DatabaseDep, bus: Mayb
 @router.get("/threads/{thread_id}/runs")
 async def list_runs(thread_id: str, user: LgUser, db: DatabaseDep, limit: Annotated[int, Query(ge=1, le=1000)] = 10,
                     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0) -> JSONResponse:
-    return _json(await db.run(runs.list_runs, user, thread_id, limit, offset))
+    return json_response(await db.run(runs.list_runs, user, thread_id, limit, offset))
 
 
 @router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
@@ -219,7 +215,7 @@ async def stream_run(thread_id: str, body: runs.RunCreate, request: Request, use
 async def create_run(thread_id: str, body: runs.RunCreate, request: Request, user: LgUser, db: DatabaseDep,
                      bus: MaybeBusDep) -> JSONResponse:
     started = await _start(request, user, db, bus, thread_id, body)
-    return _json(await db.run(runs.view, started.run), headers=_links(thread_id, started.run.id))
+    return json_response(await db.run(runs.view, started.run), headers=_links(thread_id, started.run.id))
 
 
 @router.post("/threads/{thread_id}/runs/wait")
@@ -227,7 +223,7 @@ async def wait_run(thread_id: str, body: runs.RunCreate, request: Request, user:
                    bus: BusDep) -> JSONResponse:
     started = await _start(request, user, db, bus, thread_id, body)
     state = await runs.wait(request.app.state, db, bus, started)
-    return _json(state, headers=_links(thread_id, started.run.id, "join"))
+    return json_response(state, headers=_links(thread_id, started.run.id, "join"))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
@@ -235,7 +231,7 @@ async def get_run(thread_id: str, run_id: str, request: Request, user: LgUser, d
                   bus: MaybeBusDep) -> JSONResponse:
     await db.run(runs.load, user, thread_id, run_id)
     await settled(db, bus, request.app.state.record_watch, run_id)
-    return _json(await db.run(runs.get, user, thread_id, run_id))
+    return json_response(await db.run(runs.get, user, thread_id, run_id))
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
@@ -248,7 +244,7 @@ async def delete_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep)
 async def join_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep,
                    bus: BusDep) -> JSONResponse:
     joined = await db.run(runs.joined, user, thread_id, run_id, ["values"])
-    return _json(await runs.wait(request.app.state, db, bus, joined))
+    return json_response(await runs.wait(request.app.state, db, bus, joined))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
@@ -288,7 +284,7 @@ async def stateless_run(body: runs.RunCreate, request: Request, user: LgUser, db
     await _webhook_ok(request, body)
     run = await stateless.start_background(request.app.state, db, bus, user, body,
                                            lambda text: check_question(request, text))
-    return _json(run, headers=_links(run["thread_id"], run["run_id"]))
+    return json_response(run, headers=_links(run["thread_id"], run["run_id"]))
 
 
 @router.post("/runs/batch")
@@ -296,7 +292,7 @@ async def stateless_batch(body: Annotated[list[runs.RunCreate], Body(max_length=
                           request: Request, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
     for i, one in enumerate(body):  # every run's target checked before any run starts
         await _webhook_ok(request, one, f"[{i}].webhook")
-    return _json([await stateless.start_background(request.app.state, db, bus, user, one,
+    return json_response([await stateless.start_background(request.app.state, db, bus, user, one,
                                                    lambda text: check_question(request, text)) for one in body])
 
 
@@ -332,4 +328,4 @@ async def stateless_wait(body: runs.RunCreate, request: Request, user: LgUser, d
         state = await runs.wait(request.app.state, db, bus, started)
     finally:
         done()
-    return _json(state, headers=_links(started.run.conversation_id, started.run.id, "join"))
+    return json_response(state, headers=_links(started.run.conversation_id, started.run.id, "join"))
