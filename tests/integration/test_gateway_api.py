@@ -420,6 +420,27 @@ async def test_task_view_of_a_retried_task_waits_for_the_retry_alone(gw: Embedde
     assert body["output"] == {"out": "second time"}
 
 
+async def test_task_view_stops_waiting_when_the_record_passes_the_event_it_waited_for(
+        gw: EmbeddedGateway, alice: httpx.AsyncClient, caplog: pytest.LogCaptureFixture) -> None:
+    """A reader waits for `running`; by the time the recorder catches up, the run has gone on to
+    wait for an approval and the row says `waiting`: the record is ahead of what the reader waited
+    for, not behind it, and the reader answers then (it used to wait out `recorded.WAIT_S`)."""
+    async with recorder_paused(gw) as recorder:
+        task_id = await submit(alice)
+        pub = EventPublisher(gw.app.state.bus, task_id)
+        await pub.emit(StatusEvent(task_id=task_id, status="running"))
+        await pub.flush()
+        viewing = asyncio.create_task(alice.get(f"/api/v1/tasks/{task_id}"))
+        await waiting_for_the_record(gw, task_id)
+        await pub.emit(StatusEvent(task_id=task_id, status="waiting"))
+        await pub.flush()
+        with caplog.at_level("WARNING", logger="agentix.gateway.recorded"):
+            await recorder.start()
+            body = (await viewing).json()
+    assert body["status"] == "waiting"
+    assert "did not follow its log" not in caplog.text
+
+
 async def test_pagination_walks_every_task_once(alice: httpx.AsyncClient) -> None:
     created = [await submit(alice) for _ in range(5)]
     seen: list[str] = []

@@ -139,9 +139,18 @@ async def current_task_view(db: Database, bus: Bus | None, watch: RecordWatch | 
         return view
 
     async def recorded() -> bool:
+        # The record may pass the event read above (a resumed run records `running` and `done` in
+        # one batch): it agrees once it has caught up with the log as the log stands now.
         nonlocal view
         view = await db.run(task_view, user, task_id)
-        return not _ahead_of(latest, view)
+        if view["status"] in TERMINAL or not _ahead_of(latest, view):
+            return True
+        try:
+            now = await last_event(bus, task_id, "status")
+        except Exception as exc:
+            log.debug("no look at the log of %s: %s", task_id, exc)
+            return False
+        return not _ahead_of(now, view)
 
     await watch.until(task_id, recorded)
     return view
