@@ -168,15 +168,15 @@ def _frames(lines: list[str]) -> list[tuple[int, dict[str, Any]]]:
 
 
 async def test_a_client_resumes_on_another_gateway_after_its_gateway_is_killed(
-        nats_server: NatsServer, pg_url: str, tmp_path: Path) -> None:
+        nats_server: NatsServer, fresh_pg: str, tmp_path: Path) -> None:
     """Two gateway processes on one database; the client streams a task's events from the first,
     which is SIGKILLed mid-stream; it reconnects to the second with `Last-Event-ID` and gets the
     rest: together, every event once (`n` 1..N), as the log has them, the tokens once each."""
     srv = oai.OpenAIServer().start_in_thread()
-    cfg = make_settings(nats_server.url, tmp_path / "data", gateway_db_url=pg_url, jwt_secret="chaos-" + "x" * 32)
+    cfg = make_settings(nats_server.url, tmp_path / "data", gateway_db_url=fresh_pg, jwt_secret="chaos-" + "x" * 32)
     upgrade(cfg)
     ports = [free_port(), free_port()]
-    env = service_env(cfg, AGENTIX_GATEWAY_DB_URL=pg_url, AGENTIX_JWT_SECRET=cfg.jwt_secret or "",
+    env = service_env(cfg, AGENTIX_GATEWAY_DB_URL=fresh_pg, AGENTIX_JWT_SECRET=cfg.jwt_secret or "",
                       AGENTIX_RATE_LIMIT_PER_MIN="100000")
     gateways: list[subprocess.Popen[bytes]] = []
     try:

@@ -89,8 +89,8 @@ async def test_a_replica_with_an_older_view_does_not_overwrite_a_newer_chain(
 
 
 @pytest.fixture
-async def replicas(settings: Settings, pg_url: str) -> AsyncIterator[list[EmbeddedGateway]]:
-    configured = settings.model_copy(update={"gateway_db_url": pg_url, "rate_limit_per_min": 100_000})
+async def replicas(settings: Settings, fresh_pg: str) -> AsyncIterator[list[EmbeddedGateway]]:
+    configured = settings.model_copy(update={"gateway_db_url": fresh_pg, "rate_limit_per_min": 100_000})
     started = [await EmbeddedGateway(configured).start() for _ in range(2)]
     yield started
     for gateway in started:
