@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langgraph_sdk.errors import UnprocessableEntityError
+from langgraph_sdk.errors import ConflictError, UnprocessableEntityError
 
 from shared.settings import Settings
 from tests.integration.chat_support import chat_stack
-from tests.integration.test_langgraph_api import ask, collect, lg
+from tests.integration.test_callbacks import Receiver
+from tests.integration.test_callbacks_runs import allowing, delivered, verified
+from tests.integration.test_langgraph_api import HALF, ask, collect, lg, messages_of, until_streaming
 from tests.support import openai_server as oai
 
 
@@ -58,7 +60,7 @@ async def test_an_update_without_input_is_answered_after_its_earlier_messages(
 
 
 async def test_an_update_with_input_comes_first_in_the_thread(scripted: Settings, srv: oai.OpenAIServer) -> None:
-    srv.script([oai.reply("Bergen, by rain."), oai.reply("Oslo.")])
+    srv.script([oai.reply("Bergen, by rain."), oai.reply("Oslo."), oai.hang(HALF, seconds=600)])
     async with chat_stack(scripted) as stack:
         client = lg(stack)
         await client.threads.create(thread_id="t-cmd-input")
@@ -77,6 +79,18 @@ async def test_an_update_with_input_comes_first_in_the_thread(scripted: Settings
         assert _said(answered)[4:] == [("ai", "Noted."), ("human", "And its capital?"), ("ai", "Oslo.")]
         assert [len(s["values"]["messages"]) for s in await client.threads.get_history("t-cmd-input")] == [
             7, 5, 4, 2]
+
+        # While a run goes, an update is refused as update_state is, whatever the multitask strategy.
+        going = await client.runs.create("t-cmd-input", "chat-direct", input=ask("Tell me everything."))
+        await until_streaming(client, "t-cmd-input", going["run_id"])
+        late: dict[str, Any] = {"update": {"messages": [{"type": "ai", "content": "Late."}]}}
+        with pytest.raises(ConflictError):
+            await client.runs.create("t-cmd-input", "chat-direct", input=ask("Now?"), multitask_strategy="interrupt",
+                                     command=late)
+        with pytest.raises(ConflictError):
+            await client.runs.create("t-cmd-input", "chat-direct", command={**late, "goto": "__end__"})
+        await client.runs.cancel("t-cmd-input", going["run_id"], wait=True)
+        assert "Late." not in [content for _, content in await messages_of(client, "t-cmd-input")]
 
 
 async def test_goto_end_adds_the_update_and_calls_no_model(scripted: Settings, srv: oai.OpenAIServer) -> None:
@@ -109,6 +123,19 @@ async def test_goto_end_adds_the_update_and_calls_no_model(scripted: Settings, s
         assert _said(await client.runs.join("t-cmd-end", made["run_id"])) == _said(state["values"])
         assert (await client.runs.get("t-cmd-end", made["run_id"]))["status"] == "success"
         assert srv.requests() == []
+
+
+async def test_a_run_that_goes_to_end_calls_its_webhook(settings: Settings) -> None:
+    async with Receiver([]) as rx, chat_stack(allowing(settings), with_dispatcher=False) as stack:
+        client = lg(stack, "cb-end")
+        native = await stack.client("cb-end")
+        await client.threads.create(thread_id="t-cmd-hook")
+        made = await client.runs.create("t-cmd-hook", "chat-direct", webhook=rx.url, command={
+            "goto": "__end__", "update": {"messages": [{"type": "human", "content": "Noted?"}]}})
+        (row,) = await delivered(native, made["run_id"])
+        sent = verified((await native.get("/api/v1/callbacks/secret")).json()["secret"], rx, row["id"])
+        assert sent["run_id"] == made["run_id"] and sent["status"] == "success"
+        assert _said(sent["values"]) == [("human", "Noted?")]
 
 
 HUMAN = {"type": "human", "content": "hi"}
