@@ -146,6 +146,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"command": {"update": ["messages"]}}, "command.update"),
     ({"command": {"update": {"messages": [{"type": "system", "content": "x"}]}}}, "command.update.messages"),
     ({"command": {"update": {"messages": []}}}, "command.update"),
+    ({"command": {"update": {"messages": [{**HUMAN, "id": 5}]}}}, "command.update.messages"),
     ({"command": {"update": {"messages": [HUMAN]}, "goto": ["ans"]}}, "command.goto"),
     ({"command": {"update": {"messages": [HUMAN]}, "goto": {"node": "ans", "input": {}}}}, "command.goto"),
     ({"command": {"update": {"messages": [HUMAN]}, "goto": "plan"}}, "command.goto"),

@@ -55,7 +55,10 @@ def said_of(values: Any, field: str) -> list[Said]:
         if role is None:
             raise refused(f"{field}.messages",
                           f"a {kind!r} message is not supported (human and ai messages are kept)")
-        out.append((role, messages.text_of(message.get("content")), message.get("id")))
+        message_id = message.get("id")
+        if message_id is not None and not isinstance(message_id, str):
+            raise refused(f"{field}.messages", "a message's `id` is a string")
+        out.append((role, messages.text_of(message.get("content")), message_id))
     if not out:
         raise refused(field, "nothing to add")
     return out
