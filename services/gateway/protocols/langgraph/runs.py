@@ -210,6 +210,7 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     mode, assistant_model = await db.run(assistants.runnable, user, body.assistant_id)
     if asked.end:
         return await _ended(db, bus, user, thread_id, body, asked, mode, modes)
+    # The input's last human message, after the whole update; with no input, the update's last one.
     text, turn = asked.question(body) or (question(body), asked.said or [])
     grey = await guard(text)
     await db.run(_ensure_thread, user, thread_id, body)
@@ -222,7 +223,7 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
         accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, follows,
                                                  callback_kind="lg")
     except ApiProblem as exc:
-        if turn and follows is not None:  # the run was refused: its update goes with it
+        if turn and follows is not None:  # the run was refused: its update goes with it (nothing stays)
             await db.run(remove_run, user, thread_id, follows)
         if exc.status == 404 and body.follows() is not None:
             raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {body.follows()!r}.") from exc
