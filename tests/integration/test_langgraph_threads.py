@@ -32,7 +32,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"config": {"configurable": {"temperature": 0.2}}}, "config.configurable.temperature"),
     ({"config": {"recursion_limit": 5}}, "config.recursion_limit"),
     ({"context": {"tone": "dry"}}, "context.tone"),
-    ({"command": {"goto": "ans"}}, "command.goto"),
+    ({"command": {"goto": "plan"}}, "command.goto"),  # the answer node and `__end__`: test_langgraph_command.py
     ({"stream_mode": ["values", "tools"]}, "stream_mode: tools"),
 ]
 

@@ -58,7 +58,7 @@ class RunCreate(BaseModel):
 
     assistant_id: str = Field(default=assistants.CHAT_GRAPH, min_length=1, max_length=200)
     input: dict[str, Any] | None = None
-    command: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None  # `resume`, `update`, `goto`: read (and refused) by command.py
     stream_mode: str | list[str] | None = None
     config: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
@@ -87,14 +87,6 @@ class RunCreate(BaseModel):
     @classmethod
     def _modes(cls, value: str | list[str] | None) -> str | list[str] | None:
         return check_modes(value)
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        for key, item in (value or {}).items():
-            if key != "resume" and item is not None:
-                raise unsupported(f"command.{key}", "a command answers the approval the thread waits for (`resume`)")
-        return value
 
     _no_pauses = refuse_when_set("interrupt_before", "interrupt_after",
                                  why="the chat agent pauses only at its approvals (plan, high-risk tools)")

@@ -1,6 +1,7 @@
 """LangGraph runs are chat runs: a run's input adds its last human message to the thread (a
 conversation) under the asked `multitask_strategy`; `command.resume` answers the approval the
-thread waits for (the run that waited goes on: same run id); statuses map as in docs/API.md."""
+thread waits for (the run that waited goes on: same run id); `command.update`/`goto` add
+messages first, or instead of a model call (command.py); statuses map as in docs/API.md."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from services.gateway.chat import runs as chat_runs
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import assistants, messages, threads
+from services.gateway.protocols.langgraph import assistants, command, messages, threads
 from services.gateway.protocols.langgraph.run_request import RunCreate
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, modes_of
@@ -170,10 +171,14 @@ def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunC
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
     _, parents = lineage.links(session, run.conversation_id)
     branch = lineage.branch_of(parents, run.id)
-    before = threads.history(session, run.conversation_id, before_seq=run.seq, runs=branch[:-1])
-    asked = session.exec(select(ChatMessage).where(ChatMessage.run_id == run.id, ChatMessage.role == "user")).first()
-    if asked is not None:
-        before.append(messages.from_row(asked))
+    if (run.meta or {}).get("source") == "update":  # a turn that ran nothing: it starts with all it added
+        before = threads.history(session, run.conversation_id, before_seq=run.seq + 1, runs=branch)
+    else:
+        before = threads.history(session, run.conversation_id, before_seq=run.seq, runs=branch[:-1])
+        asked = session.exec(select(ChatMessage).where(ChatMessage.run_id == run.id,
+                                                       ChatMessage.role == "user")).first()
+        if asked is not None:
+            before.append(messages.from_row(asked))
     return RunStream(run.id, run.conversation_id, before, modes, parent=parents.get(run.id), step=len(branch) - 1)
 
 
@@ -195,22 +200,31 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     """The thread's new run (or the one its `command.resume` answers); `before_queue` runs before
     a new run is published, when it is at once."""
     modes = modes_of(body.stream_mode)
-    if body.command is not None and "resume" in body.command:
+    asked = command.read(body)
+    if asked.resume:
         if body.follows() is not None:
             raise ApiProblem(422, "Invalid request", "`checkpoint` is not supported with `command.resume`: a resume "
                                                      "answers the approval the thread waits for now.",
                              errors=[{"code": "unsupported", "field": "checkpoint", "message": "with command.resume"}])
-        return await _resume(db, bus, user, thread_id, body.command["resume"], modes, body.webhook)
+        return await _resume(db, bus, user, thread_id, asked.answer, modes, body.webhook)
     mode, assistant_model = await db.run(assistants.runnable, user, body.assistant_id)
-    text = question(body)
+    if asked.end:
+        return await _ended(db, bus, user, thread_id, body, asked, mode, modes)
+    # The input's last human message, after the whole update; with no input, the update's last one.
+    text, turn = asked.question(body) or (question(body), asked.said or [])
     grey = await guard(text)
     await db.run(_ensure_thread, user, thread_id, body)
+    follows = body.follows()
+    if turn:  # the update's messages, a turn of their own before the question (as update_state adds them)
+        follows = await db.run(command.add_update, user, thread_id, turn, follows)
     posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body) or assistant_model,
                                     multitask=body.multitask_strategy, webhook=body.webhook)
     try:
-        accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, body.follows(),
+        accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, follows,
                                                  callback_kind="lg")
     except ApiProblem as exc:
+        if turn and follows is not None:  # the run was refused: its update goes with it (nothing stays)
+            await db.run(remove_run, user, thread_id, follows)
         if exc.status == 404 and body.follows() is not None:
             raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {body.follows()!r}.") from exc
         raise
@@ -223,6 +237,22 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
         return Started(run, _stream_of(session, run, modes))
 
     return await db.run(opened)
+
+
+async def _ended(db: Database, bus: Bus | None, user: Principal, thread_id: str, body: RunCreate,
+                 asked: command.Command, mode: str, modes: frozenset[str]) -> Started:
+    """`goto: "__end__"`: the run is the update's turn, ended at once (no model call); its stream
+    opens with the thread's values and closes on the `done` its log is given."""
+    live = chat_queue.require_bus(bus)  # refused before anything is written: the run's end is on the bus
+
+    def write(session: Session) -> Started:
+        _ensure_thread(session, user, thread_id, body)
+        run = command.end_turn(session, user, thread_id, asked.said or [], body, mode)
+        return Started(run, _stream_of(session, run, modes))
+
+    started = await db.run(write)
+    await command.ended(live, started.run.id)
+    return started
 
 
 async def _resume(db: Database, bus: Bus | None, user: Principal, thread_id: str, resume: Any,

@@ -2,7 +2,8 @@
 a new checkpoint (a run that ran nothing, ended at once, `metadata.source: "update"`), which the
 next run's model reads as the conversation so far. On an older checkpoint it starts a branch
 (the turns after that checkpoint stay on theirs: chat/lineage.py); a message whose id the thread
-has (an edit in place) is a 422: the turns are kept as they were said."""
+has (an edit in place) is a 422: the turns are kept as they were said. A run's `command.update`
+adds its messages the same way (`said_of`, `add_turn`: command.py)."""
 
 from __future__ import annotations
 
@@ -32,44 +33,58 @@ class StateUpdate(BaseModel):
     checkpoint_id: str | None = Field(default=None, max_length=64)
 
 
-def _said(values: Any) -> list[tuple[str, str, str | None]]:
-    if not isinstance(values, dict) or set(values) - {"messages"}:
-        raise refused("values", "a thread's state is `{messages}`: add messages")
+Said = tuple[str, str, str | None]  # a message to add: role (user | assistant), text, the client's id
+
+
+def said_of(values: Any, field: str) -> list[Said]:
+    """The messages `values` adds (`{messages: [...]}`, or one message), checked; `field` is the
+    body field they came in (`values`, or a run's `command.update`), which a refusal names."""
+    if not isinstance(values, dict):
+        raise refused(field, "a thread's state is `{messages}`: add messages")
+    for key in values:
+        if key != "messages":
+            raise refused(f"{field}.{key}", "a thread's state is `{messages}`: add messages")
     said = values.get("messages") or []
     said = [said] if isinstance(said, dict) else said
     out = []
-    for message in said:
+    for message in said if isinstance(said, list) else [said]:
         if not isinstance(message, dict):
-            raise refused("values.messages", "each message is `{role|type, content, id?}`")
+            raise refused(f"{field}.messages", "each message is `{role|type, content, id?}`")
         kind = message.get("type", message.get("role"))
         role = "user" if kind in ("human", "user") else "assistant" if kind in ("ai", "assistant") else None
         if role is None:
-            raise refused("values.messages", f"a {kind!r} message is not supported (human and ai messages are kept)")
-        out.append((role, messages.text_of(message.get("content")), message.get("id")))
+            raise refused(f"{field}.messages",
+                          f"a {kind!r} message is not supported (human and ai messages are kept)")
+        message_id = message.get("id")
+        if message_id is not None and not isinstance(message_id, str):
+            raise refused(f"{field}.messages", "a message's `id` is a string")
+        out.append((role, messages.text_of(message.get("content")), message_id))
     if not out:
-        raise refused("values", "nothing to add")
+        raise refused(field, "nothing to add")
     return out
 
 
-def update(session: Session, user: Principal, thread_id: str, body: StateUpdate) -> dict[str, Any]:
+def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said], checkpoint: str | None,
+             meta: dict[str, Any], field: str, mode: str | None = None) -> ChatRun:
+    """`said` as a turn of its own: a run that ran nothing, ended at once, on the thread's latest
+    checkpoint or on `checkpoint` (an older one starts a branch). Refused while a run goes, and
+    for a message id the thread has (`field` names where the messages came from)."""
     conversation = threads.load(session, user, thread_id)
-    said = _said(body.values)
     if going(session, thread_id):
-        raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: update its state once it has ended.")
-    asked = checkpoint_id_of(body.checkpoint) or body.checkpoint_id
+        raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: add messages once it has ended.")
     ids = [i for _, _, i in said if i]
     if ids and session.exec(select(ChatMessage.id).where(col(ChatMessage.id).in_(ids))).first() is not None:
-        raise refused("values.messages", "editing a message the thread has is not supported (turns are kept as said: "
-                                         "add the edited message, without its id, on the checkpoint before it)")
+        raise refused(f"{field}.messages", "editing a message the thread has is not supported (turns are kept as "
+                                           "said: add the edited message, without its id, on the checkpoint "
+                                           "before it)")
     try:
-        seq, follows = branch_point(session, thread_id, asked)
+        seq, follows = branch_point(session, thread_id, checkpoint)
     except ApiProblem as exc:
         if exc.status == 404:
-            raise history.not_found(thread_id, asked or "") from exc
+            raise history.not_found(thread_id, checkpoint or "") from exc
         raise
-    run = ChatRun(id=new_id("t"), conversation_id=thread_id, seq=seq, mode=conversation.mode, state="succeeded",
-                  ended_at=now(), follows=follows, meta={"source": "update", "as_node": body.as_node}
-                  if body.as_node else {"source": "update"})
+    run = ChatRun(id=new_id("t"), conversation_id=thread_id, seq=seq, mode=mode or conversation.mode,
+                  state="succeeded", ended_at=now(), follows=follows, meta=meta)
     session.add(run)
     for role, text, message_id in said:
         message = chat_messages.add(session, thread_id, run.id, seq, role, text)
@@ -78,5 +93,12 @@ def update(session: Session, user: Principal, thread_id: str, body: StateUpdate)
     conversation.last_activity_at = now()
     session.add(conversation)
     session.flush()
+    return run
+
+
+def update(session: Session, user: Principal, thread_id: str, body: StateUpdate) -> dict[str, Any]:
+    meta = {"source": "update", "as_node": body.as_node} if body.as_node else {"source": "update"}
+    run = add_turn(session, user, thread_id, said_of(body.values, "values"),
+                   checkpoint_id_of(body.checkpoint) or body.checkpoint_id, meta, "values")
     return {"checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": run.id,
                            "checkpoint_map": None}}
