@@ -216,6 +216,13 @@ async def test_join_the_thread_stream_of_whatever_run_goes(scripted: Settings, s
             next(p for p in parts if p.id == middle)) + 1:] if p.event != "end"]
         with pytest.raises(UnprocessableEntityError):
             await collect(await client.threads.join_stream("t-join-thread", stream_mode="lifecycle"))
+        # A turn update_state added is the thread's latest: joining the thread's stream shows its
+        # state and ends (it used to wait for an end that turn's log never got).
+        await client.threads.update_state("t-join-thread", {"messages": [{"type": "human", "content": "Noted."}]})
+        async with asyncio.timeout(WAIT_S):
+            added = await collect(await client.threads.join_stream("t-join-thread"))
+        assert [p.event for p in added][-1] == "end"
+        assert added[0].data["run_id"] != run["run_id"]
 
 
 async def test_deleting_an_ended_run_removes_its_turn(scripted: Settings, srv: oai.OpenAIServer) -> None:

@@ -15,6 +15,7 @@ from services.gateway.deps import BusDep, DatabaseDep, MaybeBusDep
 from services.gateway.pagination import MAX_OFFSET
 from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import (
+    command,
     history,
     runs,
     state_update,
@@ -151,8 +152,11 @@ async def thread_state(thread_id: str, request: Request, user: LgUser, db: Datab
 
 @router.post("/threads/{thread_id}/state")
 async def update_thread_state(thread_id: str, body: state_update.StateUpdate, user: LgUser,
-                              db: DatabaseDep) -> JSONResponse:
-    return json_response(await db.run(state_update.update, user, thread_id, body))
+                              db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+    answer = await db.run(state_update.update, user, thread_id, body)
+    if bus is not None and bus.connected:  # the turn's log ends it too: a join of the thread's stream closes
+        await command.ended(bus, answer["checkpoint"]["checkpoint_id"])
+    return json_response(answer)
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
