@@ -224,10 +224,15 @@ async def read_events(
 
 
 async def _nothing_after(bus: Bus, task_id: str, after_seq: int, channels: Iterable[str]) -> bool:
+    # Every channel read (a run's whole log, as an answer's trace reads it): one request for the
+    # newest of them all, not one per channel.
+    asked = set(channels)
+    subjects = [bus.subjects.events_all(task_id)] if asked >= set(CHANNELS) else \
+        [bus.subjects.events(task_id, channel) for channel in sorted(asked)]
     last = 0
-    for channel in channels:
+    for subject in subjects:
         try:
-            msg = await bus.js.get_last_msg(bus.names.events_stream, bus.subjects.events(task_id, channel))
+            msg = await bus.js.get_last_msg(bus.names.events_stream, subject)
             last = max(last, msg.seq or 0)
         except NotFoundError:
             continue

@@ -89,9 +89,10 @@ def _on_drop(db: Database, bus: Bus, user: Principal, body: runs.RunCreate,
 @router.post("/threads")
 async def create_thread(body: threads.NewThread, request: Request, user: LgUser, db: DatabaseDep,
                         bus: MaybeBusDep) -> JSONResponse:
-    conversation, _ = await db.run(threads.create, user, body)
-    request.state.audit_target = f"thread_id={conversation.id}"
-    return json_response(await threads.current(db, bus, request.app.state.record_watch, user, conversation.id))
+    thread_id, made = await db.run(threads.create_viewed, user, body)
+    request.state.audit_target = f"thread_id={thread_id}"
+    return json_response(made if made is not None else
+                         await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
 
 
 @router.post("/threads/search")

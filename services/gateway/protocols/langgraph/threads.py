@@ -126,6 +126,14 @@ def create(session: Session, user: Principal, body: NewThread) -> tuple[Conversa
     return conversation, True
 
 
+def create_viewed(session: Session, user: Principal, body: NewThread) -> tuple[str, dict[str, Any] | None]:
+    """`POST /threads`: the thread's id and, when it is new, its view from the same transaction
+    (a new thread has no run to wait for and no interrupt); None for an existing one
+    (`if_exists: do_nothing`), which `current` shows."""
+    conversation, new = create(session, user, body)
+    return conversation.id, view(session, conversation) if new else None
+
+
 def mark_run(session: Session, conversation: Conversation, assistant_id: str, graph_id: str) -> None:
     """A run used the thread: its metadata names the assistant and graph, as LangGraph's do."""
     meta = dict(conversation.meta or {})
