@@ -23,6 +23,7 @@ Nothing else writes a run's state: readers of a run (its streams, `/lg`, `/v1`) 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -250,6 +251,9 @@ async def post_message(db: Database, bus: Bus | None, user: Principal, conversat
 # ---- advance -------------------------------------------------------------------------------------
 
 
+GOING_KEPT = 10_000  # chat runs remembered as going (see `ConversationQueue._going`)
+
+
 def _chat_runs(session: Session, ids: list[str]) -> set[str]:
     return set(session.exec(select(ChatRun.id).where(col(ChatRun.id).in_(ids))))
 
@@ -320,6 +324,11 @@ class ConversationQueue:
         self.bus = bus
         self.db = db
         self.ends = ends
+        # The chat runs this replica has seen going (from their `running`), until their `done`:
+        # a `done` of one of them is handled without asking the database whether it is a chat
+        # run first (it ends the run sooner, and with it the streams that wait for its record).
+        # Bounded; a run missing here (its `running` went to another replica) is looked up.
+        self._going: OrderedDict[str, None] = OrderedDict()
         self._consumer = EventConsumer(bus, bus.names.chat_consumer, self.advance, name="conversation queue",
                                        batch=batch)
 
@@ -339,7 +348,13 @@ class ConversationQueue:
                 ended.append(event.task_id)
         if not moved and not ended:
             return
-        runs = await self.db.run(_chat_runs, sorted(moved | set(ended)))
+        touched = moved | set(ended)
+        unknown = sorted(touched - self._going.keys())
+        runs = (touched & self._going.keys()) | (await self.db.run(_chat_runs, unknown) if unknown else set())
+        for run_id in sorted(moved & runs):
+            self._going[run_id] = None
+        while len(self._going) > GOING_KEPT:
+            self._going.popitem(last=False)
         if not runs:
             return
         going_now = sorted(moved & runs)
@@ -351,6 +366,7 @@ class ConversationQueue:
         for run_id in ended:
             if run_id in runs:
                 await self._finish(run_id)
+            self._going.pop(run_id, None)
 
     async def _latest_statuses(self, run_ids: list[str]) -> list[tuple[str, str]]:
         """The latest status in each run's log, which the run follows, rather than the statuses

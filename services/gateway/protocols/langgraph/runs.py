@@ -17,6 +17,7 @@ from services.gateway.access.principal import Principal
 from services.gateway.chat import conversations, lineage
 from services.gateway.chat import queue as chat_queue
 from services.gateway.chat import runs as chat_runs
+from services.gateway.chat.modes import Mode
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
@@ -168,6 +169,13 @@ def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunC
     threads.mark_run(session, conversation, body.assistant_id, assistants.CHAT_GRAPH)
 
 
+def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCreate) -> tuple[Mode, str | None]:
+    """The assistant's chat mode and model, and the thread it runs on, in one transaction."""
+    found = assistants.runnable(session, user, body.assistant_id)
+    _ensure_thread(session, user, thread_id, body)
+    return found
+
+
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
     _, parents = lineage.links(session, run.conversation_id)
     branch = lineage.branch_of(parents, run.id)
@@ -207,13 +215,13 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
                                                      "answers the approval the thread waits for now.",
                              errors=[{"code": "unsupported", "field": "checkpoint", "message": "with command.resume"}])
         return await _resume(db, bus, user, thread_id, asked.answer, modes, body.webhook)
-    mode, assistant_model = await db.run(assistants.runnable, user, body.assistant_id)
     if asked.end:
+        mode, _ = await db.run(assistants.runnable, user, body.assistant_id)
         return await _ended(db, bus, user, thread_id, body, asked, mode, modes)
     # The input's last human message, after the whole update; with no input, the update's last one.
     text, turn = asked.question(body) or (question(body), asked.said or [])
     grey = await guard(text)
-    await db.run(_ensure_thread, user, thread_id, body)
+    mode, assistant_model = await db.run(_runnable_on, user, thread_id, body)
     follows = body.follows()
     if turn:  # the update's messages, a turn of their own before the question (as update_state adds them)
         follows = await db.run(command.add_update, user, thread_id, turn, follows)
