@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
 
 from agentix.sse import parse_stream
 from bench.token_path import TOKEN, Services, start_model_server
@@ -62,20 +63,24 @@ async def native(services: Services, client: httpx.AsyncClient) -> int:
     raise RuntimeError("the native stream ended without `done`")
 
 
+_lg_clients: dict[str, LangGraphClient] = {}
+
+
 async def langgraph(services: Services, client: httpx.AsyncClient) -> int:
-    """The same answer through `/lg` with the real SDK: a thread, a run streamed as messages-tuple."""
-    lg = get_client(url=f"{services.url}/lg", api_key=services.token)
-    try:
-        thread = await lg.threads.create()
-        chars = 0
-        async for part in lg.runs.stream(thread["thread_id"], "chat-direct",
-                                         input={"messages": [{"role": "user", "content": "go"}]},
-                                         stream_mode="messages-tuple"):
-            if part.event == "messages":
-                chars += len(part.data[0]["content"])
-        return chars // len(TOKEN)
-    finally:
-        await lg.aclose()
+    """The same answer through `/lg` with the real SDK: a thread, a run streamed as messages-tuple.
+    One SDK client for every run, as the other readers share one httpx client (and as an
+    application keeps its client): its connections are reused, not made again per answer."""
+    lg = _lg_clients.get(services.url)
+    if lg is None:
+        lg = _lg_clients[services.url] = get_client(url=f"{services.url}/lg", api_key=services.token)
+    thread = await lg.threads.create()
+    chars = 0
+    async for part in lg.runs.stream(thread["thread_id"], "chat-direct",
+                                     input={"messages": [{"role": "user", "content": "go"}]},
+                                     stream_mode="messages-tuple"):
+        if part.event == "messages":
+            chars += len(part.data[0]["content"])
+    return chars // len(TOKEN)
 
 
 async def _openai(services: Services, client: httpx.AsyncClient, *, stateless: bool) -> int:
@@ -172,6 +177,8 @@ async def main(tokens: int, rounds: int) -> int:
             print(f"  {name:<14} {got:10.0f} tokens/s  {got / base:5.2f}×  {verdict} (target ≥ {TARGET}×)")
         return 1 if failed else 0
     finally:
+        for lg in _lg_clients.values():
+            await lg.aclose()
         services.stop()
         nats.stop()
         model_proc.terminate()
