@@ -40,11 +40,15 @@ async def test_a_background_response_is_answered_at_once_and_polled_until_comple
 ) -> None:
     scripted.script([oai.reply("Done in the background.", gate="bg-poll", gate_after=1)])
     async with sdk(stack, "bg-poller") as ai:
-        made = await ai.responses.create(model="agentix-direct", input="Work on it", background=True)
+        made = await ai.responses.create(model="agentix-direct", input="Work on it", background=True,
+                                         instructions="Be brief.", metadata={"ticket": "T-7"}, temperature=0.3)
         assert (made.status, made.background, made.output, made.usage) == ("queued", True, [], None)
         await _asked(scripted)
         going = await ai.responses.retrieve(made.id)
         assert (going.id, going.status, going.usage) == (made.id, "in_progress", None)
+        # The object read again repeats what the request asked, as the one `create` answered did.
+        repeated = ("model", "background", "instructions", "metadata", "temperature", "created_at")
+        assert [getattr(going, f) for f in repeated] == [getattr(made, f) for f in repeated]
         await _release(scripted, "bg-poll")
 
         async def finished() -> Any:

@@ -61,6 +61,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, user: 
     new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
     try:
         started = await start.start(db, bus, user, assistant, prompt, wish, grey, new_feed.open)
+        await db.run(stored.remember, started.run_id, body)
         request.state.audit_target = f"run_id={started.run_id}"
         headers = {"X-Agentix-Run-Id": started.run_id}
         if started.conversation_id:
@@ -99,10 +100,13 @@ async def create_response(body: response_input.ResponseRequest, request: Request
     new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
     try:
         started = await start.start(db, bus, user, assistant, prompt, wish, grey, new_feed.open)
+        created_at = await db.run(stored.remember, started.run_id, body)
         request.state.audit_target = f"run_id={started.run_id}"
         headers = {"X-Agentix-Run-Id": started.run_id}
         frames = responses.ResponseFrames(Translator.for_mode(started, assistant.mode), body.model, body,
                                           streamed=body.stream)
+        if created_at is not None:
+            frames.created_at = created_at  # as `GET /v1/responses/{id}` will say it
         if body.background and not body.stream:  # answered at once: the run goes on, read by GET
             return JSONResponse(frames.response("queued"), headers=headers)
         if not body.stream:

@@ -24,12 +24,15 @@ from services.gateway.protocols.openai.start import Started
 from services.gateway.protocols.openai.translate import Translator
 from services.gateway.runs import submit as tasks
 from services.gateway.runs.views import current_task_view, load_owned
-from services.gateway.tables import Task, TaskNode
+from services.gateway.tables import Task, TaskNode, aware
 from shared.bus import Bus
 from shared.contract.task import TERMINAL
 
 PREFIX: Final = "resp_"
 DELETED: Final = "response_deleted"  # set in a task's `options` once its response is deleted
+# A task's `options` key: the request's fields the response object repeats (`remember`).
+ASKED: Final = "response_request"
+_NOT_REPEATED: Final = frozenset({"input", "stream", "stream_options"})
 
 
 def _run_id(response_id: str) -> str:
@@ -121,21 +124,49 @@ async def previous_turns(state: Any, db: Database, bus: Bus, user: Principal, re
     return [*_turns_given(given), said]
 
 
+def remember(session: Session, run_id: str, body: ResponseRequest) -> int | None:
+    """Keep with the run's task what the response object repeats of its request (`model`,
+    `instructions`, `metadata`, `background`, the tools and sampling…), so that `GET
+    /v1/responses/{id}` answers the object `POST` did; the task's creation time, the object's
+    `created_at`. A conversation's run held behind another has no task yet (and is no response
+    to read until it starts): it keeps nothing (None)."""
+    task = session.get(Task, run_id)
+    if task is None:
+        return None
+    asked = body.model_dump(mode="json", exclude=set(_NOT_REPEATED), exclude_none=True)
+    task.options = {**(task.options or {}), ASKED: asked}
+    session.add(task)
+    return _created_at(task)
+
+
+def _created_at(task: Task) -> int:
+    created = aware(task.created_at)
+    return int(created.timestamp()) if created else 0
+
+
 def _owned(session: Session, user: Principal, run_id: str) -> tuple[str, str | None]:
     task = _task(session, user, run_id)
     return task.status, task.workflow_id
+
+
+def _asked(session: Session, user: Principal, run_id: str) -> tuple[Task, ResponseRequest, int]:
+    """The response's task, the request it answered (as far as the object repeats it) and when."""
+    task = _task(session, user, run_id)
+    asked = dict((task.options or {}).get(ASKED) or {})
+    asked.setdefault("model", task.workflow_id or "agentix")
+    return task, ResponseRequest(input="", **asked), _created_at(task)
 
 
 async def frames_of(db: Database, user: Principal, response_id: str, streamed: bool,
                     starting_after: int | None = None) -> tuple[ResponseFrames, bool]:
     """The response's translator, and whether its run is still going (read live)."""
     run_id = _run_id(response_id)
-    status, workflow_id = await db.run(_owned, user, run_id)
-    body = ResponseRequest(model=workflow_id or "agentix", input="")
+    task, body, created_at = await db.run(_asked, user, run_id)
     frames = ResponseFrames(Translator.for_mode(Started(run_id=run_id, conversation_id=None), None),
                             body.model, body, streamed=streamed,
-                            starting_after=-1 if starting_after is None else starting_after)
-    return frames, status not in TERMINAL
+                            starting_after=-1 if starting_after is None else starting_after,
+                            created_at=created_at)
+    return frames, task.status not in TERMINAL
 
 
 async def cancel(db: Database, bus: Bus, user: Principal, response_id: str) -> None:
