@@ -165,6 +165,12 @@ async def test_stateless_background_and_batch_runs_and_cancelling_many(
         with pytest.raises(UnprocessableEntityError):
             await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("x"),
                                              "webhook": "http://127.0.0.1:9/cb"}])  # loopback: refused
+        threads_before = await client.threads.count()
+        with pytest.raises(UnprocessableEntityError) as refused:  # a later body's command: no run starts
+            await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("y")},
+                                            {"assistant_id": "chat-direct", "command": {"goto": "plan"}}])
+        assert [e["field"] for e in refused.value.body["errors"]] == ["[1].command.goto"]  # type: ignore[index]
+        assert await client.threads.count() == threads_before
 
         await client.threads.create(thread_id="t-many")
         going = await client.runs.create("t-many", "chat-direct", input=ask("Go on and on"))

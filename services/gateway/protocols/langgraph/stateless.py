@@ -12,7 +12,7 @@ from services.gateway.access.principal import Principal
 from services.gateway.chat.tables import ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import runs, threads
+from services.gateway.protocols.langgraph import command, runs, threads
 from shared.bus import Bus
 
 MAX_BATCH = 100
@@ -57,6 +57,18 @@ async def cancel_many(db: Database, bus: Bus, user: Principal, body: CancelMany,
         except ApiProblem as exc:
             if exc.status != 409:  # ended meanwhile
                 raise
+
+
+def check_commands(bodies: list[runs.RunCreate]) -> None:
+    """Every `command` of a batch read before any of its runs starts (a refusal names the body:
+    `[i].command.…`), so that a bad one in a later body leaves no earlier run started."""
+    for i, body in enumerate(bodies):
+        try:
+            command.read(body)
+        except ApiProblem as exc:
+            for error in exc.errors or []:
+                error["field"] = f"[{i}].{error.get('field', 'command')}"
+            raise
 
 
 async def start_background(state: Any, db: Database, bus: Bus, user: Principal, body: runs.RunCreate,
