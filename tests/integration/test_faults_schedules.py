@@ -20,6 +20,7 @@ import pytest
 from services.gateway.embedded import GatewayProcess, settings_env
 from shared.auth_tokens import mint_token
 from shared.bus import Bus
+from shared.bus.retry import is_transient
 from shared.natsd import free_port
 from shared.settings import Settings
 from tests.integration.test_gateway_api import DSL
@@ -51,12 +52,19 @@ async def _stream_fires(bus: Bus, schedule_ids: set[str]) -> dict[str, set[int]]
     """Every fire the server published for the schedules, by schedule: its stream sequences."""
     sub = await bus.js.pull_subscribe(bus.subjects.schedule_fires_all, stream=bus.names.schedules_stream)
     out: dict[str, set[int]] = {sid: set() for sid in schedule_ids}
+    settling = 50  # after a node kill the new consumer can answer 503 until its stream settles
     try:
         while True:
             try:
                 msgs = await sub.fetch(500, timeout=1.0)
             except TimeoutError:
                 return out
+            except Exception as exc:
+                settling -= 1
+                if settling <= 0 or not is_transient(exc):
+                    raise
+                await asyncio.sleep(0.2)
+                continue
             for msg in msgs:
                 sid = msg.subject.rsplit(".", 1)[-1]
                 if sid in out:
