@@ -11,6 +11,7 @@ from services.gateway.embedded import EmbeddedGateway
 from shared.settings import Settings
 from tests.conftest import make_settings
 from tests.support import openai_server as oai
+from tests.support.cluster import NatsCluster
 from tests.support.nats_server import NatsServer
 
 
@@ -21,6 +22,14 @@ async def gw(settings: Settings) -> AsyncIterator[EmbeddedGateway]:
     gateway = await EmbeddedGateway(settings.model_copy(update={"rate_limit_per_min": 100_000})).start()
     yield gateway
     await gateway.stop()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
+    """A 3-node NATS cluster of the test's own (processes it may kill and restart)."""
+    started = await NatsCluster(root=tmp_path / "cluster").start()
+    yield started
+    started.cleanup()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

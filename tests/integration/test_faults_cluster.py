@@ -64,13 +64,6 @@ async def deployment(urls: list[str], data: Path, replicas: int) -> AsyncIterato
         await bus.close()
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
-    started = await NatsCluster(root=tmp_path / "cluster").start()
-    yield started
-    started.cleanup()
-
-
 @pytest.mark.parametrize("round_", range(REPEAT), ids=lambda r: f"round{r + 1}")
 @pytest.mark.parametrize("victim", ["events", "tasks", "checkpoints"])
 async def test_killing_a_stream_leader_loses_nothing_and_repeats_nothing(

@@ -18,7 +18,7 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,13 +52,6 @@ def srv() -> Iterator[oai.OpenAIServer]:
     server = oai.OpenAIServer().start_in_thread()  # its own loop: the processes reach it any time
     yield server
     server.stop_thread()
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
-    started = await NatsCluster(root=tmp_path / "cluster").start()
-    yield started
-    started.cleanup()
 
 
 def _at(value: str) -> datetime:
