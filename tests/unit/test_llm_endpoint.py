@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from services.dispatcher.llm.api import LLMRequest
 from services.dispatcher.llm.endpoint import Generation, OpenAIEndpoint, _env_proxy
 from services.dispatcher.llm.errors import status_error, transport_error
 from shared.contract.models import ModelConfig
@@ -29,6 +30,21 @@ def test_the_proxy_comes_from_the_environment_once_and_no_proxy_is_honoured(monk
     endpoint = OpenAIEndpoint(ModelConfig(id="a", name="a", base_url="https://api.openai.com/v1/", model="m"), None)
     assert endpoint.url == "https://api.openai.com/v1/chat/completions" and endpoint._proxy == "http://proxy.internal:3128"
     assert "Authorization" not in endpoint.headers  # no key, no header (a local server needs none)
+
+
+@pytest.mark.parametrize(("base_url", "field"), [
+    (None, "max_completion_tokens"),  # no base URL: OpenAI's own API
+    ("https://api.openai.com/v1", "max_completion_tokens"),
+    ("http://127.0.0.1:11434/v1", "max_tokens"),  # Ollama, vLLM and the like
+    ("https://api.deepseek.com/v1", "max_tokens"),
+])
+def test_the_answer_limit_goes_in_the_field_the_server_takes(base_url: str | None, field: str) -> None:
+    endpoint = OpenAIEndpoint(ModelConfig(id="a", name="a", base_url=base_url, model="m"), "k")
+    body = endpoint._body(LLMRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=50))
+    other = "max_tokens" if field == "max_completion_tokens" else "max_completion_tokens"
+    assert body[field] == 50 and other not in body
+    unbounded = endpoint._body(LLMRequest(messages=[{"role": "user", "content": "hi"}]))
+    assert "max_tokens" not in unbounded and "max_completion_tokens" not in unbounded
 
 
 def test_a_complete_answer_is_read_from_its_json() -> None:

@@ -107,6 +107,16 @@ def _object(value: Any) -> dict[str, Any]:
 
 # Where a model config without a `base_url` is sent (the OpenAI API, as the `openai` client does).
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# OpenAI's own API refuses `max_tokens` for its reasoning models (o-series, gpt-5: "use
+# 'max_completion_tokens' instead") and takes `max_completion_tokens` for every chat model;
+# servers that speak the protocol (vLLM, Ollama, llama.cpp, most hosted ones) know `max_tokens`.
+OPENAI_HOST = "api.openai.com"
+
+
+def answer_limit_field(url: str) -> str:
+    """The body field that bounds an answer's tokens at `url` (DSL.md, "An agent's sampling")."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return "max_completion_tokens" if host == OPENAI_HOST else "max_tokens"
 USER_AGENT = "agentix-dispatcher"
 MAX_CONNECTIONS = 1000
 
@@ -127,6 +137,7 @@ class OpenAIEndpoint:
         timeout = cfg.params.timeout_s
         self.timeout_s = timeout
         self.url = (cfg.base_url or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self._limit_field = answer_limit_field(self.url)
         self.headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
         if api_key:  # local servers (vLLM, Ollama) need none
             self.headers["Authorization"] = f"Bearer {api_key}"
@@ -156,6 +167,8 @@ class OpenAIEndpoint:
     def _body(self, request: LLMRequest) -> dict[str, Any]:
         params = self.params(request)
         extra = params.pop("extra", None)
+        if "max_tokens" in params:
+            params[self._limit_field] = params.pop("max_tokens")
         body: dict[str, Any] = {"model": self.config.model, "messages": request.messages, **params}
         if request.tools:
             body["tools"] = request.tools
