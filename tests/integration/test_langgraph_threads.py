@@ -279,3 +279,38 @@ async def test_update_state_adds_a_turn_the_next_run_goes_on_from(scripted: Sett
             await client.threads.update_state("t-update", {"messages": [{"type": "human", "content": "x",
                                                                          "id": "m-q"}]})
         # An older checkpoint starts a branch: test_langgraph_fork.py.
+
+
+async def test_messages_keep_the_ids_and_the_order_the_client_gave_them(scripted: Settings,
+                                                                        srv: oai.OpenAIServer) -> None:
+    """A client's message ids are kept as it gave them (a UI keys its messages by them), and turns
+    keep the order they were said in, whatever the ids; the thread's own ids are distinct."""
+    srv.script([oai.reply("Bergen is rainy."), oai.reply("Tromsø is north.")])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-ids")
+        said = [{"type": "human", "content": "Capital of Norway?", "id": "z-question"},
+                {"type": "ai", "content": "Oslo.", "id": "y-answer"},
+                {"type": "human", "content": "And its second city?"},  # no id: the thread gives one
+                {"type": "ai", "content": "Bergen."}]
+        await client.threads.update_state("t-ids", {"messages": said})
+        answered = await client.runs.wait("t-ids", "chat-direct", input={"messages": [
+            {"type": "human", "content": "Weather there?", "id": "b-weather"}]})
+        assert [m["content"] for m in answered["messages"]] == [
+            "Capital of Norway?", "Oslo.", "And its second city?", "Bergen.", "Weather there?", "Bergen is rainy."]
+        ids = [m["id"] for m in answered["messages"]]
+        assert ids[:2] == ["z-question", "y-answer"] and ids[4] == "b-weather"
+        assert len(set(ids)) == len(ids) and all(ids)
+        # The update's last human message as the run's question keeps its id too.
+        await client.runs.wait("t-ids", "chat-direct", command={"update": {"messages": [
+            {"type": "human", "content": "And the north?", "id": "a-north"}]}})
+        state = await client.threads.get_state("t-ids")
+        assert [(m["id"], m["content"]) for m in state["values"]["messages"]][-2] == ("a-north", "And the north?")
+        with pytest.raises(UnprocessableEntityError):  # the thread has that message: an input may not say it again
+            await client.runs.create("t-ids", "chat-direct", input={"messages": [
+                {"type": "human", "content": "Again", "id": "b-weather"}]})
+        # Another thread may use the same ids (a message's id is its thread's).
+        await client.threads.create(thread_id="t-ids-2")
+        await client.threads.update_state("t-ids-2", {"messages": [said[0]]})
+        state = await client.threads.get_state("t-ids-2")
+        assert [m["id"] for m in state["values"]["messages"]] == ["z-question"]

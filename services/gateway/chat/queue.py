@@ -153,7 +153,8 @@ def branch_point(session: Session, conversation_id: str, follows: str | None) ->
 
 
 def _accept(session: Session, user: Principal, conversation_id: str, body: PostMessage, grey: list[str],
-            announce_queued: Announce, follows: str | None = None, callback_kind: str = "chat") -> Accepted:
+            announce_queued: Announce, follows: str | None = None, callback_kind: str = "chat",
+            client_id: str | None = None) -> Accepted:
     """Under the conversation's lock: the user message and the run, and the run's task when it
     is the active one. A run that must wait is announced (`queued` event) before the lock is
     released: its turn may come as soon as the lock is, and `queued` must precede its `running`.
@@ -182,7 +183,7 @@ def _accept(session: Session, user: Principal, conversation_id: str, body: PostM
     session.add(run)
     if body.webhook is not None:
         deliveries.owe(session, run.id, conversation.user_id, body.webhook, callback_kind)
-    message = messages.add(session, conversation.id, run.id, seq, "user", body.text)
+    message = messages.add(session, conversation.id, run.id, seq, "user", body.text, client_id=client_id)
     session.flush()
     if not ahead:
         accepted.task = make_task(session, conversation, run)
@@ -214,11 +215,13 @@ def require_bus(bus: Bus | None) -> Bus:
 
 async def post_message(db: Database, bus: Bus | None, user: Principal, conversation_id: str, body: PostMessage,
                        grey: list[str], before_queue: BeforeQueue | None = None,
-                       follows: str | None = None, callback_kind: str = "chat") -> dict[str, Any]:
+                       follows: str | None = None, callback_kind: str = "chat",
+                       client_id: str | None = None) -> dict[str, Any]:
     """`before_queue` runs before a run that is active at once is published (a run held behind
     others is published by the queue later, without it): e.g. to start reading its events.
     `follows`: the earlier run the new one goes on from, when it starts a branch.
-    `callback_kind`: the shape of the run's completion callback (`body.webhook`): `chat` or `lg`."""
+    `callback_kind`: the shape of the run's completion callback (`body.webhook`): `chat` or `lg`.
+    `client_id`: the id a LangGraph client gave the message (`ChatMessage.client_id`)."""
     if body.multitask in STOPPING:
         require_bus(bus)  # the interruption is a cancel on the bus: refuse before writing anything
 
@@ -230,7 +233,8 @@ async def post_message(db: Database, bus: Bus | None, user: Principal, conversat
         except Exception as exc:
             log.warning("no queued event for run %s: %s", run_id, exc)
 
-    accepted = await db.run(_accept, user, conversation_id, body, grey, announce_queued, follows, callback_kind)
+    accepted = await db.run(_accept, user, conversation_id, body, grey, announce_queued, follows, callback_kind,
+                            client_id)
     run_id = accepted.run["id"]
     if bus is not None and bus.connected:
         for dropped in accepted.dropped:

@@ -57,10 +57,14 @@ class ChatRun(GatewayModel, table=True):
 
 class ChatMessage(GatewayModel, table=True):
     __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_conversation_order", "conversation_id", "run_seq", "id"),)
+    __table_args__ = (Index("ix_messages_conversation_order", "conversation_id", "run_seq", "id"),
+                      Index("ix_messages_conversation_client", "conversation_id", "client_id"))
 
+    # The row's own id (`new_id`, in the order written): it orders a turn's messages as they were said.
     id: str = Field(primary_key=True, max_length=64)
     conversation_id: str = Field(max_length=64)
+    # The id a LangGraph client gave the message, unique in its thread (`protocols/langgraph/messages.py`).
+    client_id: str | None = Field(default=None, max_length=64)
     run_id: str | None = Field(default=None, index=True, max_length=64)
     # The run's seq: messages read in turn order (a queued user message after the answer before it).
     run_seq: int = 0

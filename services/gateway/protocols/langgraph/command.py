@@ -46,13 +46,14 @@ class Command:
     said: list[Said] | None = None  # `command.update`'s messages
     end: bool = False  # `goto: "__end__"`: no model call
 
-    def question(self, body: RunCreate) -> tuple[str, list[Said]] | None:
+    def question(self, body: RunCreate) -> tuple[str, str | None, list[Said]] | None:
         """With no input: the update's last message (a human one, `read` checked) as the run's
-        question, and the messages before it as the update's turn. None: the input has it."""
+        question (its text and the client's id), and the messages before it as the update's
+        turn. None: the input has it."""
         if body.input or not self.said:
             return None
-        *turn, (_, text, _) = self.said
-        return text, turn
+        *turn, (_, text, message_id) = self.said
+        return text, message_id, turn
 
 
 def read(body: RunCreate) -> Command:

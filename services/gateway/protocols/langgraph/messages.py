@@ -1,6 +1,7 @@
 """Conversation messages in LangChain's serialized shape (`type` human | ai, `content`, `id`…),
-as LangGraph clients read them from `values.messages`. An assistant message's id is its run's
-(`run-<run id>`), so the message streamed live and the one stored later are the same message."""
+as LangGraph clients read them from `values.messages`. A message keeps the id its client gave it
+(`ChatMessage.client_id`); a model's answer is known by its run's (`run-<run id>`), so the message
+streamed live and the one stored later are the same message."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def ai(message_id: str, content: str, *, model: str | None = None, usage: dict[s
 
 
 def from_row(message: ChatMessage) -> dict[str, Any]:
+    """A stored message as LangGraph clients read it: by the id the client gave it, if any."""
     if message.role == "user":
-        return human(message.id, message.content)
+        return human(message.client_id or message.id, message.content)
     suffix = "-error" if message.message_type == "error" else ""
-    return ai(answer_id(message.run_id or message.id) + suffix, message.content, model=message.model,
-              usage=message.usage, message_type=message.message_type)
+    return ai(message.client_id or answer_id(message.run_id or message.id) + suffix, message.content,
+              model=message.model, usage=message.usage, message_type=message.message_type)
 
 
 def text_of(content: Any) -> str:

@@ -21,7 +21,8 @@ from services.gateway.chat.modes import Mode
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import assistants, command, messages, threads
+from services.gateway.protocols.langgraph import assistants, command, messages, state_update, threads
+from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.protocols.langgraph.run_request import RunCreate
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, modes_of
@@ -84,8 +85,9 @@ def list_runs(session: Session, user: Principal, thread_id: str, limit: int, off
     return [view(session, r) for r in rows]
 
 
-def question(body: RunCreate) -> str:
-    """The text of the input's last human message (`input.messages`, or a string `input.text`)."""
+def question(body: RunCreate) -> tuple[str, str | None]:
+    """The text of the input's last human message (`input.messages`, or a string `input.text`),
+    and the id its client gave it."""
     said = (body.input or {}).get("messages")
     if isinstance(said, dict):
         said = [said]
@@ -94,10 +96,10 @@ def question(body: RunCreate) -> str:
             if messages.is_human(message):
                 text = messages.text_of(message.get("content"))
                 if text.strip():
-                    return text
+                    return text, state_update.client_id(message, "input.messages")
     given = (body.input or {}).get("text")
     if isinstance(given, str) and given.strip():
-        return given
+        return given, None
     raise ApiProblem(422, "Invalid request", "The input needs a human message: {\"messages\": [{\"role\": \"user\", "
                                              "\"content\": \"…\"}]}.")
 
@@ -169,10 +171,15 @@ def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunC
     threads.mark_run(session, conversation, body.assistant_id, assistants.CHAT_GRAPH)
 
 
-def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCreate) -> tuple[Mode, str | None]:
-    """The assistant's chat mode and model, and the thread it runs on, in one transaction."""
+def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCreate,
+                 asked_id: str | None = None) -> tuple[Mode, str | None]:
+    """The assistant's chat mode and model, and the thread it runs on, in one transaction; the
+    id the client gave the question must be new to the thread."""
     found = assistants.runnable(session, user, body.assistant_id)
     _ensure_thread(session, user, thread_id, body)
+    if asked_id is not None:
+        state_update.refuse_known(session, thread_id, [asked_id],
+                                  "input.messages" if body.input else "command.update.messages")
     return found
 
 
@@ -219,9 +226,11 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
         mode, _ = await db.run(assistants.runnable, user, body.assistant_id)
         return await _ended(db, bus, user, thread_id, body, asked, mode, modes)
     # The input's last human message, after the whole update; with no input, the update's last one.
-    text, turn = asked.question(body) or (question(body), asked.said or [])
+    text, asked_id, turn = asked.question(body) or (*question(body), asked.said or [])
+    if asked_id is not None and asked_id in {i for _, _, i in turn}:
+        raise refused("command.update.messages", "two messages have one `id`")
     grey = await guard(text)
-    mode, assistant_model = await db.run(_runnable_on, user, thread_id, body)
+    mode, assistant_model = await db.run(_runnable_on, user, thread_id, body, asked_id)
     follows = body.follows()
     if turn:  # the update's messages, a turn of their own before the question (as update_state adds them)
         follows = await db.run(command.add_update, user, thread_id, turn, follows)
@@ -229,7 +238,7 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
                                     multitask=body.multitask_strategy, webhook=body.webhook)
     try:
         accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, follows,
-                                                 callback_kind="lg")
+                                                 callback_kind="lg", client_id=asked_id)
     except ApiProblem as exc:
         if turn and follows is not None:  # the run was refused: its update goes with it (nothing stays)
             await db.run(remove_run, user, thread_id, follows)

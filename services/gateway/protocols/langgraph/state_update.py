@@ -34,6 +34,7 @@ class StateUpdate(BaseModel):
 
 
 Said = tuple[str, str, str | None]  # a message to add: role (user | assistant), text, the client's id
+MAX_ID = 64  # `ChatMessage.client_id`
 
 
 def said_of(values: Any, field: str) -> list[Said]:
@@ -55,13 +56,33 @@ def said_of(values: Any, field: str) -> list[Said]:
         if role is None:
             raise refused(f"{field}.messages",
                           f"a {kind!r} message is not supported (human and ai messages are kept)")
-        message_id = message.get("id")
-        if message_id is not None and not isinstance(message_id, str):
-            raise refused(f"{field}.messages", "a message's `id` is a string")
-        out.append((role, messages.text_of(message.get("content")), message_id))
+        out.append((role, messages.text_of(message.get("content")), client_id(message, f"{field}.messages")))
     if not out:
         raise refused(field, "nothing to add")
+    ids = [i for _, _, i in out if i]
+    if len(set(ids)) < len(ids):
+        raise refused(f"{field}.messages", "two messages have one `id`")
     return out
+
+
+def client_id(message: dict[str, Any], field: str) -> str | None:
+    """The id a client gave a message (None: the thread gives it one), checked."""
+    given = message.get("id")
+    if given is not None and (not isinstance(given, str) or not 0 < len(given) <= MAX_ID):
+        raise refused(field, f"a message's `id` is a string of 1–{MAX_ID} characters")
+    return given
+
+
+def refuse_known(session: Session, thread_id: str, ids: list[str], field: str) -> None:
+    """A message id the thread has is refused: the turns are kept as they were said (an edit is
+    the edited message, without its id, on the checkpoint before it)."""
+    if not ids:
+        return
+    known = (col(ChatMessage.client_id).in_(ids)
+             | col(ChatMessage.id).in_(ids))  # rows written before client ids had their own column
+    if session.exec(select(ChatMessage.id).where(ChatMessage.conversation_id == thread_id, known)).first():
+        raise refused(field, "editing a message the thread has is not supported (turns are kept as said: add the "
+                             "edited message, without its id, on the checkpoint before it)")
 
 
 def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said], checkpoint: str | None,
@@ -72,11 +93,7 @@ def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said]
     conversation = threads.load(session, user, thread_id)
     if going(session, thread_id):
         raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: add messages once it has ended.")
-    ids = [i for _, _, i in said if i]
-    if ids and session.exec(select(ChatMessage.id).where(col(ChatMessage.id).in_(ids))).first() is not None:
-        raise refused(f"{field}.messages", "editing a message the thread has is not supported (turns are kept as "
-                                           "said: add the edited message, without its id, on the checkpoint "
-                                           "before it)")
+    refuse_known(session, thread_id, [i for _, _, i in said if i], f"{field}.messages")
     try:
         seq, follows = branch_point(session, thread_id, checkpoint)
     except ApiProblem as exc:
@@ -88,8 +105,8 @@ def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said]
     session.add(run)
     for role, text, message_id in said:
         message = chat_messages.add(session, thread_id, run.id, seq, role, text)
-        if message_id and len(message_id) <= 64:
-            message.id = message_id
+        # Without the client's, the row's own: the turn's messages are distinct, answers included.
+        message.client_id = message_id or message.id
     conversation.last_activity_at = now()
     session.add(conversation)
     session.flush()
