@@ -314,3 +314,32 @@ async def test_messages_keep_the_ids_and_the_order_the_client_gave_them(scripted
         await client.threads.update_state("t-ids-2", {"messages": [said[0]]})
         state = await client.threads.get_state("t-ids-2")
         assert [m["id"] for m in state["values"]["messages"]] == ["z-question"]
+
+
+async def test_an_inputs_earlier_messages_are_said_before_its_question(scripted: Settings,
+                                                                       srv: oai.OpenAIServer) -> None:
+    """`input.messages` is added to the thread as LangGraph adds it: the messages before the last
+    (the question) are said first, so the model reads them; a stateless run with a whole
+    conversation as its input answers in that conversation. What the chat agent cannot keep is refused."""
+    srv.script([oai.reply("Bergen."), oai.reply("About 290,000.")])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-history")
+        answered = await client.runs.wait("t-history", "chat-direct", input={"messages": [
+            {"role": "user", "content": "Capital of Norway?"}, {"role": "assistant", "content": "Oslo."},
+            {"role": "user", "content": "Second city?"}]})
+        assert [(m["type"], m["content"]) for m in answered["messages"]] == [
+            ("human", "Capital of Norway?"), ("ai", "Oslo."), ("human", "Second city?"), ("ai", "Bergen.")]
+        assert [m["content"] for m in srv.requests()[0]["body"]["messages"]][-3:] == [
+            "Capital of Norway?", "Oslo.", "Second city?"]
+        stateless = await client.runs.wait(None, "chat-direct", input={"messages": [
+            {"type": "human", "content": "Second city of Norway?"}, {"type": "ai", "content": "Bergen."},
+            {"type": "human", "content": "How many live there?"}]})
+        assert stateless["messages"][-1]["content"] == "About 290,000."
+        assert [m["content"] for m in srv.requests()[1]["body"]["messages"]][-3:] == [
+            "Second city of Norway?", "Bergen.", "How many live there?"]
+        for said, why in [([{"type": "system", "content": "Be brief."}, {"type": "human", "content": "Hi"}], "system"),
+                          ([{"type": "human", "content": "Hi"}, {"type": "ai", "content": "Hello"}], "question")]:
+            with pytest.raises(UnprocessableEntityError) as refused:
+                await client.runs.create("t-history", "chat-direct", input={"messages": said})
+            assert _named(refused, "input.messages"), why

@@ -14,7 +14,7 @@ Anything else is a 422 naming the field (docs/API.md, "LangGraph")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sqlmodel import Session
@@ -38,6 +38,22 @@ UPDATE_META: Final = {"source": "update"}  # an update's turn, as update_state's
 
 
 @dataclass(frozen=True)
+class Asked:
+    """What a run asks: the question's text and the id its client gave it, the messages said
+    before it (added first, as a turn of their own), and the ids the client gave, by the body
+    field they came in (a refusal of one names its field)."""
+
+    text: str
+    client_id: str | None = None
+    before: list[Said] = field(default_factory=list)
+    ids: dict[str, list[str]] = field(default_factory=dict)
+
+
+def ids_of(said: list[Said]) -> list[str]:
+    return [i for _, _, i in said if i]
+
+
+@dataclass(frozen=True)
 class Command:
     """What a run's `command` asks (nothing: a plain run on its input)."""
 
@@ -46,14 +62,13 @@ class Command:
     said: list[Said] | None = None  # `command.update`'s messages
     end: bool = False  # `goto: "__end__"`: no model call
 
-    def question(self, body: RunCreate) -> tuple[str, str | None, list[Said]] | None:
+    def question(self, body: RunCreate) -> Asked | None:
         """With no input: the update's last message (a human one, `read` checked) as the run's
-        question (its text and the client's id), and the messages before it as the update's
-        turn. None: the input has it."""
+        question, and the messages before it as the update's turn. None: the input has it."""
         if body.input or not self.said:
             return None
         *turn, (_, text, message_id) = self.said
-        return text, message_id, turn
+        return Asked(text, message_id, turn, {"command.update.messages": ids_of(self.said)})
 
 
 def read(body: RunCreate) -> Command:
@@ -99,7 +114,8 @@ def _update(value: Any) -> list[Said]:
 
 
 def add_update(session: Session, user: Principal, thread_id: str, said: list[Said], checkpoint: str | None) -> str:
-    """The update's turn before the run's question; its checkpoint, which the run goes on from."""
+    """What is said before the run's question (the update's messages, then the input's before its
+    last) as a turn of its own; its checkpoint, which the run goes on from."""
     return state_update.add_turn(session, user, thread_id, said, checkpoint, dict(UPDATE_META), "command.update").id
 
 

@@ -25,6 +25,7 @@ from services.gateway.protocols.langgraph import assistants, command, messages, 
 from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.protocols.langgraph.run_request import RunCreate
 from services.gateway.protocols.langgraph.settled import settled
+from services.gateway.protocols.langgraph.state_update import Said
 from services.gateway.protocols.langgraph.stream import LgFrames, RunStream, modes_of
 from services.gateway.runs.stream import run_frames
 from services.gateway.runs.submit import BeforeQueue
@@ -85,21 +86,25 @@ def list_runs(session: Session, user: Principal, thread_id: str, limit: int, off
     return [view(session, r) for r in rows]
 
 
-def question(body: RunCreate) -> tuple[str, str | None]:
-    """The text of the input's last human message (`input.messages`, or a string `input.text`),
-    and the id its client gave it."""
-    said = (body.input or {}).get("messages")
-    if isinstance(said, dict):
-        said = [said]
-    if isinstance(said, list):
-        for message in reversed(said):
-            if messages.is_human(message):
-                text = messages.text_of(message.get("content"))
-                if text.strip():
-                    return text, state_update.client_id(message, "input.messages")
-    given = (body.input or {}).get("text")
-    if isinstance(given, str) and given.strip():
-        return given, None
+def question(body: RunCreate, update: list[Said]) -> command.Asked:
+    """What a run with an input asks: the input's last message, a human one (or a string
+    `input.text`); its messages before that, after `update` (`command.update`'s), are said first,
+    as the update's are: a turn of their own, so the model reads them as the conversation so far."""
+    given = body.input or {}
+    said = given.get("messages")
+    if said:
+        before = state_update.said_of({"messages": said}, "input")
+        role, text, message_id = before.pop()
+        if role != "user" or not text.strip():
+            raise refused("input.messages", "the last message is the run's question: a human one, with text")
+        ids = command.ids_of([*before, (role, text, message_id)])
+        if set(ids) & set(command.ids_of(update)):
+            raise refused("input.messages", "two messages have one `id` (one in `input`, one in `command.update`)")
+        return command.Asked(text, message_id, [*update, *before],
+                             {"command.update.messages": command.ids_of(update), "input.messages": ids})
+    plain = given.get("text")
+    if isinstance(plain, str) and plain.strip():
+        return command.Asked(plain, None, update, {"command.update.messages": command.ids_of(update)})
     raise ApiProblem(422, "Invalid request", "The input needs a human message: {\"messages\": [{\"role\": \"user\", "
                                              "\"content\": \"…\"}]}.")
 
@@ -172,14 +177,13 @@ def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunC
 
 
 def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCreate,
-                 asked_id: str | None = None) -> tuple[Mode, str | None]:
+                 ids: dict[str, list[str]] | None = None) -> tuple[Mode, str | None]:
     """The assistant's chat mode and model, and the thread it runs on, in one transaction; the
-    id the client gave the question must be new to the thread."""
+    ids the client gave the messages it says (by body field) must be new to the thread."""
     found = assistants.runnable(session, user, body.assistant_id)
     _ensure_thread(session, user, thread_id, body)
-    if asked_id is not None:
-        state_update.refuse_known(session, thread_id, [asked_id],
-                                  "input.messages" if body.input else "command.update.messages")
+    for field, given in (ids or {}).items():
+        state_update.refuse_known(session, thread_id, given, field)
     return found
 
 
@@ -225,22 +229,21 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     if asked.end:
         mode, _ = await db.run(assistants.runnable, user, body.assistant_id)
         return await _ended(db, bus, user, thread_id, body, asked, mode, modes)
-    # The input's last human message, after the whole update; with no input, the update's last one.
-    text, asked_id, turn = asked.question(body) or (*question(body), asked.said or [])
-    if asked_id is not None and asked_id in {i for _, _, i in turn}:
-        raise refused("command.update.messages", "two messages have one `id`")
-    grey = await guard(text)
-    mode, assistant_model = await db.run(_runnable_on, user, thread_id, body, asked_id)
+    # The input's last human message, after the update and the input's earlier messages; with no
+    # input, the update's last one.
+    asks = asked.question(body) or question(body, asked.said or [])
+    grey = await guard(asks.text)
+    mode, assistant_model = await db.run(_runnable_on, user, thread_id, body, asks.ids)
     follows = body.follows()
-    if turn:  # the update's messages, a turn of their own before the question (as update_state adds them)
-        follows = await db.run(command.add_update, user, thread_id, turn, follows)
-    posted = chat_queue.PostMessage(text=text, mode=mode, model=_model(body) or assistant_model,
+    if asks.before:  # a turn of their own before the question (as update_state adds messages)
+        follows = await db.run(command.add_update, user, thread_id, asks.before, follows)
+    posted = chat_queue.PostMessage(text=asks.text, mode=mode, model=_model(body) or assistant_model,
                                     multitask=body.multitask_strategy, webhook=body.webhook)
     try:
         accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, follows,
-                                                 callback_kind="lg", client_id=asked_id)
+                                                 callback_kind="lg", client_id=asks.client_id)
     except ApiProblem as exc:
-        if turn and follows is not None:  # the run was refused: its update goes with it (nothing stays)
+        if asks.before and follows is not None:  # the run was refused: its added turn goes with it
             await db.run(remove_run, user, thread_id, follows)
         if exc.status == 404 and body.follows() is not None:
             raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {body.follows()!r}.") from exc
