@@ -339,7 +339,10 @@ async def test_an_inputs_earlier_messages_are_said_before_its_question(scripted:
         assert [m["content"] for m in srv.requests()[1]["body"]["messages"]][-3:] == [
             "Second city of Norway?", "Bergen.", "How many live there?"]
         for said, why in [([{"type": "system", "content": "Be brief."}, {"type": "human", "content": "Hi"}], "system"),
-                          ([{"type": "human", "content": "Hi"}, {"type": "ai", "content": "Hello"}], "question")]:
+                          ([{"type": "human", "content": "Hi"}, {"type": "ai", "content": "Hello"}], "question"),
+                          ([{"type": "human", "content": [{"type": "text", "text": "What is this?"},
+                                                          {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}],
+                           "image")]:
             with pytest.raises(UnprocessableEntityError) as refused:
                 await client.runs.create("t-history", "chat-direct", input={"messages": said})
             assert _named(refused, "input.messages"), why

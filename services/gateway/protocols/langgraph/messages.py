@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.gateway.chat.tables import ChatMessage
+from services.gateway.protocols.langgraph.refusals import refused
 
 
 def answer_id(run_id: str, node_id: str | None = None) -> str:
@@ -44,14 +45,24 @@ def from_row(message: ChatMessage) -> dict[str, Any]:
               model=message.model, usage=message.usage, message_type=message.message_type)
 
 
-def text_of(content: Any) -> str:
-    """A message's text: a string, or the text parts of a content list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content
-                       if not isinstance(p, dict) or p.get("type", "text") == "text")
-    return ""
+def text_of(content: Any, field: str) -> str:
+    """A message's text: a string, or a content list of text parts. Another part (an image, a
+    file) is refused, naming `field`: the chat agent takes text, and dropping the part would
+    answer a question the client did not ask."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise refused(field, "a message's `content` is a string or a list of text parts")
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and part.get("type", "text") == "text" and isinstance(part.get("text", ""), str):
+            texts.append(part.get("text", ""))
+        else:
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise refused(field, f"a {kind!r} content part is not supported (the chat agent takes text)")
+    return "".join(texts)
 
 
 def is_human(message: Any) -> bool:

@@ -56,7 +56,8 @@ def said_of(values: Any, field: str) -> list[Said]:
         if role is None:
             raise refused(f"{field}.messages",
                           f"a {kind!r} message is not supported (human and ai messages are kept)")
-        out.append((role, messages.text_of(message.get("content")), client_id(message, f"{field}.messages")))
+        out.append((role, messages.text_of(message.get("content"), f"{field}.messages"),
+                    client_id(message, f"{field}.messages")))
     if not out:
         raise refused(field, "nothing to add")
     ids = [i for _, _, i in out if i]
