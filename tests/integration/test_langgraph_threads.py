@@ -346,3 +346,7 @@ async def test_an_inputs_earlier_messages_are_said_before_its_question(scripted:
             with pytest.raises(UnprocessableEntityError) as refused:
                 await client.runs.create("t-history", "chat-direct", input={"messages": said})
             assert _named(refused, "input.messages"), why
+        with pytest.raises(UnprocessableEntityError) as refused:  # a state key the chat agent does not have
+            await client.runs.create("t-history", "chat-direct",
+                                     input={"messages": [{"type": "human", "content": "Hi"}], "topic": "geography"})
+        assert _named(refused, "input.topic")

@@ -91,6 +91,9 @@ def question(body: RunCreate, update: list[Said]) -> command.Asked:
     `input.text`); its messages before that, after `update` (`command.update`'s), are said first,
     as the update's are: a turn of their own, so the model reads them as the conversation so far."""
     given = body.input or {}
+    for key in given:
+        if key not in ("messages", "text") or (key == "text" and "messages" in given):
+            raise refused(f"input.{key}", "the chat agent's input is `{messages}` (or a string `{text}`)")
     said = given.get("messages")
     if said:
         before = state_update.said_of({"messages": said}, "input")
