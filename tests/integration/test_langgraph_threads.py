@@ -23,6 +23,7 @@ def _named(exc: pytest.ExceptionInfo[UnprocessableEntityError], field: str) -> b
     return any(field in (item.get("field", "") + " " + item.get("message", "")) for item in body["errors"])
 
 
+HUMAN_Z = {"type": "human", "content": "z"}
 REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"webhook": "http://10.0.0.8/hook"}, "webhook"),  # supported, but a private target is refused (SSRF)
     ({"interrupt_before": ["ans"]}, "interrupt_before"),
@@ -170,6 +171,11 @@ async def test_stateless_background_and_batch_runs_and_cancelling_many(
             await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("y")},
                                             {"assistant_id": "chat-direct", "command": {"goto": "plan"}}])
         assert [e["field"] for e in refused.value.body["errors"]] == ["[1].command.goto"]  # type: ignore[index]
+        with pytest.raises(UnprocessableEntityError) as refused:  # and a later body's input
+            await client.runs.create_batch([{"assistant_id": "chat-direct", "input": ask("y")},
+                                            {"assistant_id": "chat-direct", "input": {"messages": [
+                                                {"type": "system", "content": "Be brief."}, HUMAN_Z]}}])
+        assert [e["field"] for e in refused.value.body["errors"]] == ["[1].input.messages"]  # type: ignore[index]
         assert await client.threads.count() == threads_before
 
         await client.threads.create(thread_id="t-many")

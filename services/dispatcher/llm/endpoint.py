@@ -107,6 +107,8 @@ def _object(value: Any) -> dict[str, Any]:
 
 # Where a model config without a `base_url` is sent (the OpenAI API, as the `openai` client does).
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+USER_AGENT = "agentix-dispatcher"
+MAX_CONNECTIONS = 1000
 # OpenAI's own API refuses `max_tokens` for its reasoning models (o-series, gpt-5: "use
 # 'max_completion_tokens' instead") and takes `max_completion_tokens` for every chat model;
 # servers that speak the protocol (vLLM, Ollama, llama.cpp, most hosted ones) know `max_tokens`.
@@ -117,8 +119,6 @@ def answer_limit_field(url: str) -> str:
     """The body field that bounds an answer's tokens at `url` (DSL.md, "An agent's sampling")."""
     host = urllib.parse.urlsplit(url).hostname or ""
     return "max_completion_tokens" if host == OPENAI_HOST else "max_tokens"
-USER_AGENT = "agentix-dispatcher"
-MAX_CONNECTIONS = 1000
 
 
 class OpenAIEndpoint:

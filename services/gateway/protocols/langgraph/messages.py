@@ -63,7 +63,3 @@ def text_of(content: Any, field: str) -> str:
             kind = part.get("type") if isinstance(part, dict) else type(part).__name__
             raise refused(field, f"a {kind!r} content part is not supported (the chat agent takes text)")
     return "".join(texts)
-
-
-def is_human(message: Any) -> bool:
-    return isinstance(message, dict) and message.get("type", message.get("role")) in ("human", "user")

@@ -297,7 +297,7 @@ async def stateless_batch(body: Annotated[list[runs.RunCreate], Body(max_length=
                           request: Request, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
     for i, one in enumerate(body):  # every run's target and command checked before any run starts
         await _webhook_ok(request, one, f"[{i}].webhook")
-    stateless.check_commands(body)
+    stateless.check_bodies(body)
     return json_response([await stateless.start_background(request.app.state, db, bus, user, one,
                                                    lambda text: check_question(request, text)) for one in body])
 

@@ -59,12 +59,15 @@ async def cancel_many(db: Database, bus: Bus, user: Principal, body: CancelMany,
                 raise
 
 
-def check_commands(bodies: list[runs.RunCreate]) -> None:
-    """Every `command` of a batch read before any of its runs starts (a refusal names the body:
-    `[i].command.…`), so that a bad one in a later body leaves no earlier run started."""
+def check_bodies(bodies: list[runs.RunCreate]) -> None:
+    """Every body of a batch checked — its `command`, and what its run asks — before any of its
+    runs starts (a refusal names the body: `[i].command.…`, `[i].input.…`), so that a bad one in
+    a later body leaves no earlier run started."""
     for i, body in enumerate(bodies):
         try:
-            command.read(body)
+            asked = command.read(body)
+            if not asked.resume and not asked.end:
+                asked.question(body) or runs.question(body, asked.said or [])
         except ApiProblem as exc:
             for error in exc.errors or []:
                 error["field"] = f"[{i}].{error.get('field', 'command')}"
