@@ -6,7 +6,7 @@ import {
   cloneElement, isValidElement, useCallback, useEffect, useId, useRef, useState, useSyncExternalStore,
   type ButtonHTMLAttributes, type ReactElement, type ReactNode,
 } from 'react';
-import { ApiError, type ProblemItem } from '../lib/api';
+import { api, ApiError, type ProblemItem } from '../lib/api';
 import { problemItemText } from '../lib/format';
 
 export function Badge({ text, kind }: { text: ReactNode; kind?: string | null }) {
@@ -159,6 +159,21 @@ export function BusyButton({ action, disabled, children, ...rest }: { action: ()
         try { await action(); } catch (err: any) { toast(err?.message || String(err), 'error'); } finally { if (mounted.current) setBusy(false); }
       }}
     >{children}</button>
+  );
+}
+
+/** A row's irreversible action (delete, revoke): asks first (`ask`), sends DELETE to `path`, says
+ * `done` and runs `after` (a reload). Its accessible name is `${label} ${what}`. */
+export function DeleteButton({ what, ask, path, done, after, label = 'Delete' }: {
+  what: string; ask: string; path: string; done: string; after: () => Promise<unknown> | unknown; label?: string;
+}) {
+  return (
+    <BusyButton className="small danger" aria-label={`${label} ${what}`} action={async () => {
+      if (!window.confirm(ask)) return;
+      await api(path, { method: 'DELETE' });
+      toast(done, 'ok');
+      await after();
+    }}>{label}</BusyButton>
   );
 }
 

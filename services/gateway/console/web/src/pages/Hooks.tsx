@@ -6,7 +6,7 @@ import { useCallback, useMemo, useState } from 'react';
 import { api, enc, session } from '../lib/api';
 import { fmtTime } from '../lib/format';
 import { FieldError, SIGNATURES, hookBody, placeProblem } from '../lib/triggers';
-import { Badge, BusyButton, Dialog, Empty, ErrorBox, Field, Loading, PageHead, Select, Table, toast, usePoll, useTitle } from '../components/ui';
+import { Badge, BusyButton, DeleteButton, Dialog, Empty, ErrorBox, Field, Loading, PageHead, Select, Table, toast, usePoll, useTitle } from '../components/ui';
 import { useWorkflows } from '../components/WorkflowSelect';
 import { Deliveries } from '../components/Deliveries';
 
@@ -76,12 +76,8 @@ export default function HooksPage() {
                     toast(`${h.name} ${h.enabled ? 'disabled' : 'enabled'}.`, 'ok');
                     await load();
                   }}>{h.enabled ? 'Disable' : 'Enable'}</BusyButton>
-                  <BusyButton className="small danger" aria-label={`Delete ${h.name}`} action={async () => {
-                    if (!window.confirm(`Delete the hook ${h.name}? Calls to its URL are refused from then on.`)) return;
-                    await api(`/hooks/${enc(h.id)}`, { method: 'DELETE' });
-                    toast(`${h.name} deleted.`, 'ok');
-                    await load();
-                  }}>Delete</BusyButton>
+                  <DeleteButton what={h.name} path={`/hooks/${enc(h.id)}`} done={`${h.name} deleted.`} after={load}
+                    ask={`Delete the hook ${h.name}? Calls to its URL are refused from then on.`} />
                 </div>
               ) },
             ]} />

@@ -2,7 +2,7 @@ import { useCallback, useEffect, useState } from 'react';
 import { Link, useNavigate } from 'react-router-dom';
 import { api, session } from '../lib/api';
 import { fmtTime } from '../lib/format';
-import { BusyButton, Empty, ErrorBox, Field, Loading, PageHead, Table, toast, useTitle } from '../components/ui';
+import { DeleteButton, Empty, ErrorBox, Field, Loading, PageHead, Table, toast, useTitle } from '../components/ui';
 
 export function kbItems(body: any): any[] {
   return Array.isArray(body) ? body : body.items || body.kbs || [];
@@ -38,12 +38,9 @@ export default function KbPage() {
               { label: 'Documents', className: 'num', cell: (k) => k.documents ?? k.document_count ?? '—' },
               { label: 'Created', className: 'time', cell: (k) => fmtTime(k.created_at) },
               { label: 'Actions', cell: (k) => (
-                <BusyButton className="small danger" aria-label={`Delete ${k.name}${own(k) ? '' : ` of ${k.user_id}`}`} action={async () => {
-                  if (!window.confirm(`Delete ${k.name}${own(k) ? '' : ` (owned by ${k.user_id})`} with all its documents?`)) return;
-                  await api(`/kb/${encodeURIComponent(ref(k))}`, { method: 'DELETE' });
-                  toast(`${k.name} deleted.`, 'ok');
-                  await load();
-                }}>Delete</BusyButton>
+                <DeleteButton what={`${k.name}${own(k) ? '' : ` of ${k.user_id}`}`} path={`/kb/${encodeURIComponent(ref(k))}`}
+                  ask={`Delete ${k.name}${own(k) ? '' : ` (owned by ${k.user_id})`} with all its documents?`}
+                  done={`${k.name} deleted.`} after={load} />
               ) },
             ]} />
           ) : <Empty message="No knowledge base yet. Create one, then upload documents to it." />}

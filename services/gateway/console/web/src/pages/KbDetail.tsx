@@ -6,7 +6,7 @@ import { Link, useParams } from 'react-router-dom';
 import { api } from '../lib/api';
 import { fmtNum, fmtTime } from '../lib/format';
 import { followStream, type Stream } from '../lib/sse';
-import { Badge, BusyButton, Empty, ErrorBox, Field, Loading, PageHead, Select, Table, toast, usePager, useTitle } from '../components/ui';
+import { Badge, BusyButton, DeleteButton, Empty, ErrorBox, Field, Loading, PageHead, Select, Table, toast, usePager, useTitle } from '../components/ui';
 import { kbItems } from './Kb';
 
 /** Overall percent from an ingestion progress event (queued → parse → index → done). */
@@ -218,12 +218,8 @@ export default function KbDetailPage() {
               { label: 'Size', className: 'num', cell: (d) => (d.size_bytes ?? d.size ? `${fmtNum(d.size_bytes ?? d.size)} B` : '—') },
               { label: 'Added', className: 'time', cell: (d) => fmtTime(d.created_at) },
               { label: 'Actions', cell: (d) => (
-                <BusyButton className="small danger" action={async () => {
-                  if (!window.confirm(`Delete ${d.title || d.id}?`)) return;
-                  await api(`${base}/documents/${encodeURIComponent(d.id)}`, { method: 'DELETE' });
-                  toast('Document deleted.', 'ok');
-                  await docs.reload();
-                }}>Delete</BusyButton>
+                <DeleteButton what={d.title || d.id} ask={`Delete ${d.title || d.id}?`} done="Document deleted."
+                  path={`${base}/documents/${encodeURIComponent(d.id)}`} after={docs.reload} />
               ) },
             ]} />
           ) : <Empty message="No document yet. Upload a .txt, .md, .html, .pdf or .docx file, or paste text." />}

@@ -5,7 +5,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api, session } from '../lib/api';
 import { fmtTime } from '../lib/format';
-import { Badge, BusyButton, Dialog, Empty, ErrorBox, Field, Loading, PageHead, Select, Table, toast, useTitle } from '../components/ui';
+import { Badge, DeleteButton, Dialog, Empty, ErrorBox, Field, Loading, PageHead, Select, Table, toast, useTitle } from '../components/ui';
 
 export const SCOPES: [string, string][] = [
   ['chat', 'chat — /v1 (OpenAI clients) and /lg (LangGraph clients)'],
@@ -73,12 +73,8 @@ export default function KeysPage() {
               { label: 'Expires', className: 'time', cell: (k) => (k.expires_at ? fmtTime(k.expires_at) : 'never') },
               { label: 'State', cell: (k) => { const s = keyState(k); return <Badge text={s} kind={s === 'active' ? 'ok' : 'failed'} />; } },
               { label: 'Actions', cell: (k) => (keyState(k) === 'revoked' ? null : (
-                <BusyButton className="small danger" aria-label={`Revoke ${k.name}`} action={async () => {
-                  if (!window.confirm(`Revoke the key ${k.name}? Every client using it is refused at once.`)) return;
-                  await api(`/keys/${encodeURIComponent(k.id)}`, { method: 'DELETE' });
-                  toast(`${k.name} revoked.`, 'ok');
-                  await load();
-                }}>Revoke</BusyButton>
+                <DeleteButton label="Revoke" what={k.name} path={`/keys/${encodeURIComponent(k.id)}`} done={`${k.name} revoked.`}
+                  ask={`Revoke the key ${k.name}? Every client using it is refused at once.`} after={load} />
               )) },
             ]} />
           )}

@@ -5,7 +5,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import { api } from '../lib/api';
 import { fmtNum } from '../lib/format';
-import { Badge, BusyButton, Dialog, Empty, ErrorBox, Field, Loading, PageHead, Table, toast, usePoll, useTitle } from '../components/ui';
+import { Badge, BusyButton, DeleteButton, Dialog, Empty, ErrorBox, Field, Loading, PageHead, Table, toast, usePoll, useTitle } from '../components/ui';
 
 const STATUS_EVERY_MS = 2000;
 
@@ -151,12 +151,8 @@ export default function McpPage() {
                     toast(`${s.name} ${s.enabled ? 'disabled' : 'enabled'}.`, 'ok');
                     await load();
                   }}>{s.enabled ? 'Disable' : 'Enable'}</BusyButton>
-                  <BusyButton className="small danger" aria-label={`Delete ${s.name}`} action={async () => {
-                    if (!window.confirm(`Delete the MCP server ${s.name}? Its tools disappear from every agent.`)) return;
-                    await api(`/admin/mcp-servers/${encodeURIComponent(s.id)}`, { method: 'DELETE' });
-                    toast(`${s.name} deleted.`, 'ok');
-                    await load();
-                  }}>Delete</BusyButton>
+                  <DeleteButton what={s.name} path={`/admin/mcp-servers/${encodeURIComponent(s.id)}`} done={`${s.name} deleted.`}
+                    ask={`Delete the MCP server ${s.name}? Its tools disappear from every agent.`} after={load} />
                 </div>
               ) },
             ]} />

@@ -8,7 +8,7 @@ import { Link, useNavigate, useParams } from 'react-router-dom';
 import { api, enc, session } from '../lib/api';
 import { fmtTime } from '../lib/format';
 import { fireText, timingText } from '../lib/triggers';
-import { Badge, BusyButton, Empty, ErrorBox, Loading, PageHead, Table, toast, usePoll, useTitle } from '../components/ui';
+import { Badge, BusyButton, DeleteButton, Empty, ErrorBox, Loading, PageHead, Table, toast, usePoll, useTitle } from '../components/ui';
 import { ScheduleForm } from '../components/ScheduleForm';
 import { useWorkflows } from '../components/WorkflowSelect';
 
@@ -83,13 +83,11 @@ export default function SchedulesPage() {
                     await load(); // its last fire
                   }}>Run now</BusyButton>
                   <Link className="button small" to={`/schedules/${enc(s.id)}`} aria-label={`Fires of ${s.name}`}>History</Link>
-                  <BusyButton className="small danger" aria-label={`Delete ${s.name}`} action={async () => {
-                    if (!window.confirm(`Delete the schedule ${s.name}? It fires no more.`)) return;
-                    await api(`/schedules/${enc(s.id)}`, { method: 'DELETE' });
-                    toast(`${s.name} deleted.`, 'ok');
-                    if (s.id === selected) navigate('/schedules');
-                    await load();
-                  }}>Delete</BusyButton>
+                  <DeleteButton what={s.name} path={`/schedules/${enc(s.id)}`} done={`${s.name} deleted.`}
+                    ask={`Delete the schedule ${s.name}? It fires no more.`} after={async () => {
+                      if (s.id === selected) navigate('/schedules');
+                      await load();
+                    }} />
                 </div>
               ) },
             ]} />
