@@ -312,7 +312,7 @@ async def test_messages_keep_the_ids_and_the_order_the_client_gave_them(scripted
             {"type": "human", "content": "And the north?", "id": "a-north"}]}})
         state = await client.threads.get_state("t-ids")
         assert [(m["id"], m["content"]) for m in state["values"]["messages"]][-2] == ("a-north", "And the north?")
-        with pytest.raises(UnprocessableEntityError):  # the thread has that message: an input may not say it again
+        with pytest.raises(UnprocessableEntityError):  # the thread has that message, said otherwise: an edit
             await client.runs.create("t-ids", "chat-direct", input={"messages": [
                 {"type": "human", "content": "Again", "id": "b-weather"}]})
         # Another thread may use the same ids (a message's id is its thread's).
@@ -356,3 +356,31 @@ async def test_an_inputs_earlier_messages_are_said_before_its_question(scripted:
             await client.runs.create("t-history", "chat-direct",
                                      input={"messages": [{"type": "human", "content": "Hi"}], "topic": "geography"})
         assert _named(refused, "input.topic")
+
+
+async def test_remote_graph_as_a_subgraph_sends_the_whole_conversation_each_turn(
+    scripted: Settings, srv: oai.OpenAIServer,
+) -> None:
+    """LangGraph's `RemoteGraph` as a node of a local graph sends the parent's whole state on the
+    same thread every turn, the messages the thread already has included (with the ids it gave
+    them): those are kept as they are, as LangGraph's `add_messages` keeps them, and only the new
+    question is asked."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.pregel.remote import RemoteGraph
+
+    srv.script([oai.reply("Oslo."), oai.reply("Bergen.")])
+    async with chat_stack(scripted) as stack:
+        remote = RemoteGraph("chat-direct", client=lg(stack))
+        parent = StateGraph(MessagesState).add_node("agent", remote).add_edge(START, "agent").compile(
+            checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "t-remote"}}
+        first = await parent.ainvoke({"messages": [("user", "Capital of Norway?")]}, config)
+        assert [m.content for m in first["messages"]] == ["Capital of Norway?", "Oslo."]
+        second = await parent.ainvoke({"messages": [("user", "Second city?")]}, config)
+        assert [m.content for m in second["messages"]] == ["Capital of Norway?", "Oslo.", "Second city?", "Bergen."]
+        state = await lg(stack).threads.get_state("t-remote")
+        assert [m["content"] for m in state["values"]["messages"]] == [
+            "Capital of Norway?", "Oslo.", "Second city?", "Bergen."]  # nothing said twice
+        assert [m["content"] for m in srv.requests()[1]["body"]["messages"]][-3:] == [
+            "Capital of Norway?", "Oslo.", "Second city?"]

@@ -40,17 +40,21 @@ UPDATE_META: Final = {"source": "update"}  # an update's turn, as update_state's
 @dataclass(frozen=True)
 class Asked:
     """What a run asks: the question's text and the id its client gave it, the messages said
-    before it (added first, as a turn of their own), and the ids the client gave, by the body
-    field they came in (a refusal of one names its field)."""
+    before it (added first, as a turn of their own), and the body field each id the client gave
+    came in (a refusal of one names its field)."""
 
     text: str
     client_id: str | None = None
     before: list[Said] = field(default_factory=list)
-    ids: dict[str, list[str]] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)
+
+    def field_of(self, message_id: str) -> str:
+        return self.origin.get(message_id, "input.messages")
 
 
-def ids_of(said: list[Said]) -> list[str]:
-    return [i for _, _, i in said if i]
+def from_field(said: list[Said], name: str) -> dict[str, str]:
+    """The ids the client gave `said`, each with the body field they came in."""
+    return {message_id: name for _, _, message_id in said if message_id}
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ class Command:
         if body.input or not self.said:
             return None
         *turn, (_, text, message_id) = self.said
-        return Asked(text, message_id, turn, {"command.update.messages": ids_of(self.said)})
+        return Asked(text, message_id, turn, from_field(self.said, "command.update.messages"))
 
 
 def read(body: RunCreate) -> Command:
@@ -124,7 +128,7 @@ def end_turn(session: Session, user: Principal, thread_id: str, said: list[Said]
     """`goto: "__end__"`: the run is the update's turn (with no update, a turn that adds nothing),
     ended as it is written; its webhook is owed in the same transaction, as a run's is."""
     run = state_update.add_turn(session, user, thread_id, said, body.follows(),
-                                {**(body.metadata or {}), **UPDATE_META}, "command.update", mode)
+                                {**body.run_metadata(), **UPDATE_META}, "command.update", mode)
     if body.webhook is not None:
         deliveries.owe(session, run.id, user.id, body.webhook, "lg")
     return run

@@ -10,9 +10,18 @@ from typing import Any
 from services.gateway.chat.tables import ChatMessage
 from services.gateway.protocols.langgraph.refusals import refused
 
+ANSWER_PREFIX = "run-"
+
 
 def answer_id(run_id: str, node_id: str | None = None) -> str:
-    return f"run-{run_id}" if node_id is None else f"run-{run_id}-{node_id}"
+    return f"{ANSWER_PREFIX}{run_id}" if node_id is None else f"{ANSWER_PREFIX}{run_id}-{node_id}"
+
+
+def run_of_answer(message_id: str) -> str | None:
+    """The run whose answer `message_id` may name (`answer_id`, an error's `-error` after it), or None."""
+    if not message_id.startswith(ANSWER_PREFIX):
+        return None
+    return message_id[len(ANSWER_PREFIX):].removesuffix("-error")
 
 
 def human(message_id: str, content: str) -> dict[str, Any]:

@@ -118,12 +118,19 @@ class RunCreate(BaseModel):
     _no_delay = refuse_when_set("after_seconds", why="runs start when posted (delayed runs are schedules: "
                                                      "/api/v1/schedules, or /lg crons)")
 
+    def run_metadata(self) -> dict[str, Any]:
+        """The run's metadata: `config.metadata` (where `RemoteGraph` puts its graph's step and
+        node), then the body's own `metadata` over it."""
+        return {**((self.config or {}).get("metadata") or {}), **(self.metadata or {})}
+
     @field_validator("config")
     @classmethod
     def _config(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         for key, item in (value or {}).items():
-            if key != "configurable" and item not in (None, {}, []):
-                raise unsupported(f"config.{key}", "only `config.configurable` is read")
+            if key == "metadata" and not isinstance(item, dict | None):
+                raise unsupported("config.metadata", "metadata is an object")
+            if key not in ("configurable", "metadata") and item not in (None, {}, []):
+                raise unsupported(f"config.{key}", "`config.configurable` and `config.metadata` are read")
         for key in ((value or {}).get("configurable") or {}):
             if key not in CONFIGURABLE:
                 raise unsupported(f"config.configurable.{key}", f"the keys read are {sorted(CONFIGURABLE)}")

@@ -100,14 +100,14 @@ def question(body: RunCreate, update: list[Said]) -> command.Asked:
         role, text, message_id = before.pop()
         if role != "user" or not text.strip():
             raise refused("input.messages", "the last message is the run's question: a human one, with text")
-        ids = command.ids_of([*before, (role, text, message_id)])
-        if set(ids) & set(command.ids_of(update)):
+        updated = command.from_field(update, "command.update.messages")
+        inputs = command.from_field([*before, (role, text, message_id)], "input.messages")
+        if updated.keys() & inputs.keys():
             raise refused("input.messages", "two messages have one `id` (one in `input`, one in `command.update`)")
-        return command.Asked(text, message_id, [*update, *before],
-                             {"command.update.messages": command.ids_of(update), "input.messages": ids})
+        return command.Asked(text, message_id, [*update, *before], updated | inputs)
     plain = given.get("text")
     if isinstance(plain, str) and plain.strip():
-        return command.Asked(plain, None, update, {"command.update.messages": command.ids_of(update)})
+        return command.Asked(plain, None, update, command.from_field(update, "command.update.messages"))
     raise ApiProblem(422, "Invalid request", "The input needs a human message: {\"messages\": [{\"role\": \"user\", "
                                              "\"content\": \"…\"}]}.")
 
@@ -180,14 +180,18 @@ def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunC
 
 
 def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCreate,
-                 ids: dict[str, list[str]] | None = None) -> tuple[Mode, str | None]:
-    """The assistant's chat mode and model, and the thread it runs on, in one transaction; the
-    ids the client gave the messages it says (by body field) must be new to the thread."""
-    found = assistants.runnable(session, user, body.assistant_id)
+                 asks: command.Asked) -> tuple[Mode, str | None, list[Said]]:
+    """The assistant's chat mode and model, the thread it runs on, and what is said before the
+    question that the thread does not have yet (`state_update.new_said`), in one transaction. The
+    question itself must be new to the thread."""
+    mode, model = assistants.runnable(session, user, body.assistant_id)
     _ensure_thread(session, user, thread_id, body)
-    for field, given in (ids or {}).items():
-        state_update.refuse_known(session, thread_id, given, field)
-    return found
+    said = state_update.new_said(session, thread_id, [*asks.before, ("user", asks.text, asks.client_id)],
+                                 asks.field_of)
+    if asks.client_id is not None and (not said or said[-1][2] != asks.client_id):
+        raise refused(asks.field_of(asks.client_id), "the question is a message the thread has: ask it anew, "
+                                                     "without its id")
+    return mode, model, said[:-1]
 
 
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
@@ -236,17 +240,17 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     # input, the update's last one.
     asks = asked.question(body) or question(body, asked.said or [])
     grey = await guard(asks.text)
-    mode, assistant_model = await db.run(_runnable_on, user, thread_id, body, asks.ids)
+    mode, assistant_model, before = await db.run(_runnable_on, user, thread_id, body, asks)
     follows = body.follows()
-    if asks.before:  # a turn of their own before the question (as update_state adds messages)
-        follows = await db.run(command.add_update, user, thread_id, asks.before, follows)
+    if before:  # a turn of their own before the question (as update_state adds messages)
+        follows = await db.run(command.add_update, user, thread_id, before, follows)
     posted = chat_queue.PostMessage(text=asks.text, mode=mode, model=_model(body) or assistant_model,
                                     multitask=body.multitask_strategy, webhook=body.webhook)
     try:
         accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, follows,
                                                  callback_kind="lg", client_id=asks.client_id)
     except ApiProblem as exc:
-        if asks.before and follows is not None:  # the run was refused: its added turn goes with it
+        if before and follows is not None:  # the run was refused: its added turn goes with it
             await db.run(remove_run, user, thread_id, follows)
         if exc.status == 404 and body.follows() is not None:
             raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {body.follows()!r}.") from exc
@@ -254,8 +258,8 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
 
     def opened(session: Session) -> Started:
         run = chat_runs.load_owned(session, user, accepted["run"]["id"])
-        if body.metadata:
-            run.meta = dict(body.metadata)
+        if body.run_metadata():
+            run.meta = body.run_metadata()
             session.add(run)
         return Started(run, _stream_of(session, run, modes))
 

@@ -7,6 +7,7 @@ adds its messages the same way (`said_of`, `add_turn`: command.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,16 +75,36 @@ def client_id(message: dict[str, Any], field: str) -> str | None:
     return given
 
 
-def refuse_known(session: Session, thread_id: str, ids: list[str], field: str) -> None:
-    """A message id the thread has is refused: the turns are kept as they were said (an edit is
-    the edited message, without its id, on the checkpoint before it)."""
+def new_said(session: Session, thread_id: str, said: list[Said], field_of: Callable[[str], str]) -> list[Said]:
+    """`said` less what the thread already has, as LangGraph's `add_messages` keeps a message it
+    has by id: a message said again as it is (a client that sends the whole conversation each
+    turn, as `RemoteGraph` in a graph of its own does) is left out; one said with other content is
+    an edit, refused naming its field (`field_of(id)`): the turns are kept as they were said."""
+    had = _known(session, thread_id, [i for _, _, i in said if i])
+    out = []
+    for role, text, message_id in said:
+        if message_id is None or message_id not in had:
+            out.append((role, text, message_id))
+        elif had[message_id] != (role, text):
+            raise refused(field_of(message_id), "editing a message the thread has is not supported (turns are kept "
+                                                "as said: add the edited message, without its id, on the checkpoint "
+                                                "before it)")
+    return out
+
+
+def _known(session: Session, thread_id: str, ids: list[str]) -> dict[str, tuple[str, str]]:
+    """The thread's messages that clients know by one of `ids` (`messages.from_row`: the id a
+    client gave, the row's own, or an answer's `run-<run id>`), as (role, text)."""
     if not ids:
-        return
-    known = (col(ChatMessage.client_id).in_(ids)
-             | col(ChatMessage.id).in_(ids))  # rows written before client ids had their own column
-    if session.exec(select(ChatMessage.id).where(ChatMessage.conversation_id == thread_id, known)).first():
-        raise refused(field, "editing a message the thread has is not supported (turns are kept as said: add the "
-                             "edited message, without its id, on the checkpoint before it)")
+        return {}
+    runs = [run for run in map(messages.run_of_answer, ids) if run is not None]
+    maybe = col(ChatMessage.client_id).in_(ids) | col(ChatMessage.id).in_(ids) | col(ChatMessage.run_id).in_(runs)
+    found: dict[str, tuple[str, str]] = {}
+    for row in session.exec(select(ChatMessage).where(ChatMessage.conversation_id == thread_id, maybe)):
+        seen_as = messages.from_row(row)["id"]
+        if seen_as in ids:
+            found[seen_as] = (row.role, row.content)
+    return found
 
 
 def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said], checkpoint: str | None,
@@ -94,7 +115,7 @@ def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said]
     conversation = threads.load(session, user, thread_id)
     if going(session, thread_id):
         raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: add messages once it has ended.")
-    refuse_known(session, thread_id, [i for _, _, i in said if i], f"{field}.messages")
+    said = new_said(session, thread_id, said, lambda _: f"{field}.messages")
     try:
         seq, follows = branch_point(session, thread_id, checkpoint)
     except ApiProblem as exc:
