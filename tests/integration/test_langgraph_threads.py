@@ -369,7 +369,7 @@ async def test_remote_graph_as_a_subgraph_sends_the_whole_conversation_each_turn
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.pregel.remote import RemoteGraph
 
-    srv.script([oai.reply("Oslo."), oai.reply("Bergen.")])
+    srv.script([oai.reply("Oslo."), oai.reply("Bergen."), oai.reply("Tromsø.", chunk_chars=3)])
     async with chat_stack(scripted) as stack:
         remote = RemoteGraph("chat-direct", client=lg(stack))
         parent = StateGraph(MessagesState).add_node("agent", remote).add_edge(START, "agent").compile(
@@ -384,3 +384,13 @@ async def test_remote_graph_as_a_subgraph_sends_the_whole_conversation_each_turn
             "Capital of Norway?", "Oslo.", "Second city?", "Bergen."]  # nothing said twice
         assert [m["content"] for m in srv.requests()[1]["body"]["messages"]][-3:] == [
             "Capital of Norway?", "Oslo.", "Second city?"]
+        # The remote thread read through RemoteGraph itself: its state, history and an update.
+        snapshot = await remote.aget_state(config)
+        assert [m["content"] for m in snapshot.values["messages"]][-1] == "Bergen." and snapshot.next == ()
+        assert len([s async for s in remote.aget_state_history(config)]) == 2
+        await remote.aupdate_state(config, {"messages": [{"type": "human", "content": "Thanks."}]})
+        assert [m["content"] for m in (await remote.aget_state(config)).values["messages"]][-1] == "Thanks."
+        # Its tokens, streamed as LangGraph's `messages` mode gives them (message chunk, metadata).
+        streamed = [part async for part in remote.astream({"messages": [("user", "North?")]}, config,
+                                                          stream_mode="messages")]
+        assert "".join(chunk["content"] for chunk, _ in streamed) == "Tromsø."

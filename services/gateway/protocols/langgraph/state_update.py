@@ -47,11 +47,13 @@ def said_of(values: Any, field: str) -> list[Said]:
         if key != "messages":
             raise refused(f"{field}.{key}", "a thread's state is `{messages}`: add messages")
     said = values.get("messages") or []
-    said = [said] if isinstance(said, dict) else said
+    said = [said] if isinstance(said, dict | str) else said
     out = []
-    for message in said if isinstance(said, list) else [said]:
-        if not isinstance(message, dict):
-            raise refused(f"{field}.messages", "each message is `{role|type, content, id?}`")
+    for given in said if isinstance(said, list) else [said]:
+        message = _as_message(given)
+        if message is None:
+            raise refused(f"{field}.messages", "each message is `{role|type, content, id?}`, a `[role, content]` "
+                                               "pair or a string (a human message)")
         kind = message.get("type", message.get("role"))
         role = "user" if kind in ("human", "user") else "assistant" if kind in ("ai", "assistant") else None
         if role is None:
@@ -65,6 +67,18 @@ def said_of(values: Any, field: str) -> list[Said]:
     if len(set(ids)) < len(ids):
         raise refused(f"{field}.messages", "two messages have one `id`")
     return out
+
+
+def _as_message(given: Any) -> dict[str, Any] | None:
+    """A message in any form LangChain takes one (`convert_to_messages`): a dict, a `[role,
+    content]` pair (a Python client's tuple, sent as a list) or a string (a human message)."""
+    if isinstance(given, dict):
+        return given
+    if isinstance(given, str):
+        return {"type": "human", "content": given}
+    if isinstance(given, list) and len(given) == 2 and isinstance(given[0], str):
+        return {"type": given[0], "content": given[1]}
+    return None
 
 
 def client_id(message: dict[str, Any], field: str) -> str | None:
