@@ -299,7 +299,7 @@ async def test_messages_keep_the_ids_and_the_order_the_client_gave_them(scripted
                 {"type": "ai", "content": "Oslo.", "id": "y-answer"},
                 {"type": "human", "content": "And its second city?"},  # no id: the thread gives one
                 {"type": "ai", "content": "Bergen."}]
-        await client.threads.update_state("t-ids", {"messages": said})
+        made = await client.threads.update_state("t-ids", {"messages": said})
         answered = await client.runs.wait("t-ids", "chat-direct", input={"messages": [
             {"type": "human", "content": "Weather there?", "id": "b-weather"}]})
         assert [m["content"] for m in answered["messages"]] == [
@@ -315,6 +315,13 @@ async def test_messages_keep_the_ids_and_the_order_the_client_gave_them(scripted
         with pytest.raises(UnprocessableEntityError):  # the thread has that message, said otherwise: an edit
             await client.runs.create("t-ids", "chat-direct", input={"messages": [
                 {"type": "human", "content": "Again", "id": "b-weather"}]})
+        # A message's id is its branch's: on a branch from the update's checkpoint, "b-weather" is new.
+        branched = await client.threads.update_state("t-ids", {"messages": [
+            {"type": "human", "content": "Rain in Bergen?", "id": "b-weather"}]},
+            checkpoint_id=made["checkpoint"]["checkpoint_id"])
+        state = await client.threads.get_state("t-ids", checkpoint_id=branched["checkpoint"]["checkpoint_id"])
+        assert [m["id"] for m in state["values"]["messages"]][-1] == "b-weather"
+        assert state["values"]["messages"][-1]["content"] == "Rain in Bergen?"
         # Another thread may use the same ids (a message's id is its thread's).
         await client.threads.create(thread_id="t-ids-2")
         await client.threads.update_state("t-ids-2", {"messages": [said[0]]})

@@ -187,7 +187,7 @@ def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCre
     mode, model = assistants.runnable(session, user, body.assistant_id)
     _ensure_thread(session, user, thread_id, body)
     said = state_update.new_said(session, thread_id, [*asks.before, ("user", asks.text, asks.client_id)],
-                                 asks.field_of)
+                                 asks.field_of, body.follows())
     if asks.client_id is not None and (not said or said[-1][2] != asks.client_id):
         raise refused(asks.field_of(asks.client_id), "the question is a message the thread has: ask it anew, "
                                                      "without its id")

@@ -1,9 +1,10 @@
 """`POST /threads/{id}/state` (update_state): messages added to the thread as a turn of their own,
 a new checkpoint (a run that ran nothing, ended at once, `metadata.source: "update"`), which the
 next run's model reads as the conversation so far. On an older checkpoint it starts a branch
-(the turns after that checkpoint stay on theirs: chat/lineage.py); a message whose id the thread
-has (an edit in place) is a 422: the turns are kept as they were said. A run's `command.update`
-adds its messages the same way (`said_of`, `add_turn`: command.py)."""
+(the turns after that checkpoint stay on theirs: chat/lineage.py). A message the branch already
+has (by id) said again as it is is left out, as LangGraph's `add_messages` keeps it; said with
+other content (an edit in place) it is a 422: the turns are kept as they were said. A run's
+`command.update` and input add their messages the same way (`said_of`, `new_said`, `add_turn`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
+from services.gateway.chat import lineage
 from services.gateway.chat import messages as chat_messages
 from services.gateway.chat.queue import branch_point, going
 from services.gateway.chat.tables import ChatMessage, ChatRun
@@ -89,12 +91,16 @@ def client_id(message: dict[str, Any], field: str) -> str | None:
     return given
 
 
-def new_said(session: Session, thread_id: str, said: list[Said], field_of: Callable[[str], str]) -> list[Said]:
-    """`said` less what the thread already has, as LangGraph's `add_messages` keeps a message it
-    has by id: a message said again as it is (a client that sends the whole conversation each
-    turn, as `RemoteGraph` in a graph of its own does) is left out; one said with other content is
-    an edit, refused naming its field (`field_of(id)`): the turns are kept as they were said."""
-    had = _known(session, thread_id, [i for _, _, i in said if i])
+def new_said(session: Session, thread_id: str, said: list[Said], field_of: Callable[[str], str],
+             follows: str | None) -> list[Said]:
+    """`said` less what the branch it goes on (the turns up to checkpoint `follows`, None: the
+    latest) already has, as LangGraph's `add_messages` keeps a message its state has by id: a
+    message said again as it is (a client that sends the whole conversation each turn, as
+    `RemoteGraph` in a graph of its own does) is left out; one said with other content is an
+    edit, refused naming its field (`field_of(id)`): the turns are kept as they were said."""
+    order, parent = lineage.links(session, thread_id)
+    branch = lineage.branch_of(parent, follows or (order[-1] if order else None))
+    had = _known(session, thread_id, branch, [i for _, _, i in said if i])
     out = []
     for role, text, message_id in said:
         if message_id is None or message_id not in had:
@@ -106,15 +112,16 @@ def new_said(session: Session, thread_id: str, said: list[Said], field_of: Calla
     return out
 
 
-def _known(session: Session, thread_id: str, ids: list[str]) -> dict[str, tuple[str, str]]:
-    """The thread's messages that clients know by one of `ids` (`messages.from_row`: the id a
-    client gave, the row's own, or an answer's `run-<run id>`), as (role, text)."""
+def _known(session: Session, thread_id: str, branch: list[str], ids: list[str]) -> dict[str, tuple[str, str]]:
+    """The messages of the turns `branch` that clients know by one of `ids` (`messages.from_row`:
+    the id a client gave, the row's own, or an answer's `run-<run id>`), as (role, text)."""
     if not ids:
         return {}
     runs = [run for run in map(messages.run_of_answer, ids) if run is not None]
     maybe = col(ChatMessage.client_id).in_(ids) | col(ChatMessage.id).in_(ids) | col(ChatMessage.run_id).in_(runs)
+    on_branch = col(ChatMessage.run_id).in_(branch) | col(ChatMessage.run_id).is_(None)  # None: said before any run
     found: dict[str, tuple[str, str]] = {}
-    for row in session.exec(select(ChatMessage).where(ChatMessage.conversation_id == thread_id, maybe)):
+    for row in session.exec(select(ChatMessage).where(ChatMessage.conversation_id == thread_id, maybe, on_branch)):
         seen_as = messages.from_row(row)["id"]
         if seen_as in ids:
             found[seen_as] = (row.role, row.content)
@@ -129,7 +136,7 @@ def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said]
     conversation = threads.load(session, user, thread_id)
     if going(session, thread_id):
         raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: add messages once it has ended.")
-    said = new_said(session, thread_id, said, lambda _: f"{field}.messages")
+    said = new_said(session, thread_id, said, lambda _: f"{field}.messages", checkpoint)
     try:
         seq, follows = branch_point(session, thread_id, checkpoint)
     except ApiProblem as exc:
