@@ -98,9 +98,12 @@ def new_said(session: Session, thread_id: str, said: list[Said], field_of: Calla
     message said again as it is (a client that sends the whole conversation each turn, as
     `RemoteGraph` in a graph of its own does) is left out; one said with other content is an
     edit, refused naming its field (`field_of(id)`): the turns are kept as they were said."""
+    ids = [i for _, _, i in said if i]
+    if not ids:
+        return said  # nothing the thread could have (the usual run: no lineage to read)
     order, parent = lineage.links(session, thread_id)
     branch = lineage.branch_of(parent, follows or (order[-1] if order else None))
-    had = _known(session, thread_id, branch, [i for _, _, i in said if i])
+    had = _known(session, thread_id, branch, ids)
     out = []
     for role, text, message_id in said:
         if message_id is None or message_id not in had:
@@ -115,8 +118,6 @@ def new_said(session: Session, thread_id: str, said: list[Said], field_of: Calla
 def _known(session: Session, thread_id: str, branch: list[str], ids: list[str]) -> dict[str, tuple[str, str]]:
     """The messages of the turns `branch` that clients know by one of `ids` (`messages.from_row`:
     the id a client gave, the row's own, or an answer's `run-<run id>`), as (role, text)."""
-    if not ids:
-        return {}
     runs = [run for run in map(messages.run_of_answer, ids) if run is not None]
     maybe = col(ChatMessage.client_id).in_(ids) | col(ChatMessage.id).in_(ids) | col(ChatMessage.run_id).in_(runs)
     on_branch = col(ChatMessage.run_id).in_(branch) | col(ChatMessage.run_id).is_(None)  # None: said before any run
