@@ -38,7 +38,7 @@ def test_a_crash_looping_service_stops_up_naming_it_and_its_last_lines(tmp_path:
     up = UpProcess(tmp_path / "data", extra_env={"AGENTIX_SANDBOX_CONCURRENCY": "many"})
     code = up.wait_exit(90)
     assert code == 1, up.output[-3000:]
-    assert "tools-py is crash-looping: 5 exits within 60 s, the last with exit code 1" in up.output
+    assert "tools-py is crash-looping: 5 exits within 60 s, the last with exit code 1" in up.output, up.output[-6000:]
     last = up.output[up.output.index("last output of tools-py:"):]
     assert "validation error for ToolsPySettings" in last and "Input should be a valid integer" in last
     state = up.process("tools-py")
