@@ -295,7 +295,7 @@ async def stateless_run(body: runs.RunCreate, request: Request, user: LgUser, db
 @router.post("/runs/batch")
 async def stateless_batch(body: Annotated[list[runs.RunCreate], Body(max_length=stateless.MAX_BATCH)],
                           request: Request, user: LgUser, db: DatabaseDep, bus: BusDep) -> JSONResponse:
-    for i, one in enumerate(body):  # every run's target and command checked before any run starts
+    for i, one in enumerate(body):  # every run's target, command and input checked before any run starts
         await _webhook_ok(request, one, f"[{i}].webhook")
     stateless.check_bodies(body)
     return json_response([await stateless.start_background(request.app.state, db, bus, user, one,

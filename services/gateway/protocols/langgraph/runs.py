@@ -112,6 +112,12 @@ def question(body: RunCreate, update: list[Said]) -> command.Asked:
                                              "\"content\": \"…\"}]}.")
 
 
+def asked_by(body: RunCreate, asked: command.Command) -> command.Asked:
+    """What a run (not a resume, not `goto: __end__`) asks: the input's last message, after the
+    update and the input's earlier messages; with no input, the update's last one."""
+    return asked.question(body) or question(body, asked.said or [])
+
+
 def _model(body: RunCreate) -> str | None:
     for source in ((body.config or {}).get("configurable") or {}, body.context or {}):
         model = source.get("model")
@@ -236,9 +242,7 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
     if asked.end:
         mode, _ = await db.run(assistants.runnable, user, body.assistant_id)
         return await _ended(db, bus, user, thread_id, body, asked, mode, modes)
-    # The input's last human message, after the update and the input's earlier messages; with no
-    # input, the update's last one.
-    asks = asked.question(body) or question(body, asked.said or [])
+    asks = asked_by(body, asked)
     grey = await guard(asks.text)
     mode, assistant_model, before = await db.run(_runnable_on, user, thread_id, body, asks)
     follows = body.follows()
@@ -258,8 +262,8 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
 
     def opened(session: Session) -> Started:
         run = chat_runs.load_owned(session, user, accepted["run"]["id"])
-        if body.run_metadata():
-            run.meta = body.run_metadata()
+        if meta := body.run_metadata():
+            run.meta = meta
             session.add(run)
         return Started(run, _stream_of(session, run, modes))
 

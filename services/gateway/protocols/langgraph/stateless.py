@@ -67,7 +67,7 @@ def check_bodies(bodies: list[runs.RunCreate]) -> None:
         try:
             asked = command.read(body)
             if not asked.resume and not asked.end:
-                asked.question(body) or runs.question(body, asked.said or [])
+                runs.asked_by(body, asked)
         except ApiProblem as exc:
             for error in exc.errors or []:
                 error["field"] = f"[{i}].{error.get('field', 'command')}"
