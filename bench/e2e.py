@@ -39,7 +39,7 @@ The bench's client side (langgraph_sdk, httpx) comes from the project's venv.
 
 Run: python -u -m bench.e2e [--runs 200] [--inflight 50] [--pairs 3] [--samples 20]
                             [--chunk-ms 0] [--first-chunk-ms 0] [--agentix-env NAME=VALUE ...]
-                            [--langgraph /tmp/lgvenv/bin/langgraph | --agentix-only]
+                            [--langgraph /tmp/lgvenv/bin/langgraph | --agentix-only] [--cluster 3]
      e.g. the issue's hosted pace, Agentix alone:
      python -u -m bench.e2e --agentix-only --first-chunk-ms 400 --chunk-ms 15
 """
@@ -68,6 +68,7 @@ from bench.memory import children
 from bench.token_path import cpu_seconds, start_model_server
 from shared.natsd import free_port, stop_process
 from tests.e2e.conftest import RunningSuite, start_suite
+from tests.support.cluster import NatsCluster
 from tests.support.openai_server import ScriptClient, Step, reply
 
 if TYPE_CHECKING:  # LangGraph's client is imported only when LangGraph takes part (--agentix-only)
@@ -265,6 +266,14 @@ def langgraph_run(lg: LangGraphClient) -> Run:
     return run
 
 
+def nats_pids(suite: RunningSuite, cluster: NatsCluster | None) -> dict[str, int]:
+    """The nats-server processes whose CPU counts: the embedded one, or every node of the cluster."""
+    if cluster is None:
+        assert suite.nats is not None and suite.nats.proc is not None
+        return {"nats-server": suite.nats.proc.pid}
+    return {f"nats-server {node.name}": node.proc.pid for node in cluster.nodes if node.proc is not None}
+
+
 def load() -> str:
     return "load " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -386,6 +395,10 @@ def main() -> None:
     parser.add_argument("--first-chunk-ms", type=float, default=0.0,
                         help="the model waits this long before its first chunk (default 0; a hosted "
                              "model's time to first token is some hundreds of ms, e.g. 400)")
+    parser.add_argument("--cluster", type=int, default=0, metavar="N",
+                        help="run Agentix on the production topology: N routed nats-servers, JetStream "
+                             "replicas 3 (as deploy/compose.yml and `agentix up --cluster N`); default: the "
+                             "embedded single server")
     args = parser.parse_args()
     exe = None if args.agentix_only else find_langgraph(args.langgraph)
     print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe or 'left out'}; the model waits "
@@ -396,16 +409,18 @@ def main() -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="bench-e2e-agentix-"))
     lgserver = LangGraphServer(exe, model_url) if exe else None
     suite: RunningSuite | None = None
+    cluster = NatsCluster(args.cluster, data_dir / "cluster") if args.cluster else None
     try:
+        if cluster is not None:
+            asyncio.run(cluster.start())
         suite = start_suite(data_dir, {
             "AGENTIX_LLM_BASE_URL": model_url, "AGENTIX_LLM_MODEL": MODEL, "AGENTIX_LOG_LEVEL": "WARNING",
             "AGENTIX_RATE_LIMIT_PER_MIN": "1000000",  # a benchmark, not a rate-limit test
             "AGENTIX_HEARTBEAT_INTERVAL_S": "5",  # the default (start_suite's 1 s is for quick tests)
             **dict(setting.split("=", 1) for setting in args.agentix_env),
-        })
-        assert suite.nats.proc is not None
+        }, cluster.urls if cluster else None)
         agentix = {c.spec.name: c.proc.pid for c in suite.suite.children if c.proc is not None}
-        roots = {"Agentix": {**agentix, "nats-server": suite.nats.proc.pid}}
+        roots = {"Agentix": {**agentix, **nats_pids(suite, cluster)}}
         print(f"Agentix: {', '.join(roots['Agentix'])} on {suite.url}")
         if lgserver is not None:
             lgserver.start(jobs=LANGGRAPH_JOBS)
@@ -419,8 +434,9 @@ def main() -> None:
         if lgserver is not None:
             lgserver.stop()
         if suite is not None:
-            suite.suite.stop()
-            suite.nats.cleanup()
+            suite.stop()
+        if cluster is not None:
+            cluster.cleanup()
         model_proc.kill()
         model_proc.wait()
         shutil.rmtree(data_dir, ignore_errors=True)

@@ -22,8 +22,13 @@ class RunningSuite:
     url: str
     settings: Settings
     suite: Suite
-    nats: NatsServer
+    nats: NatsServer | None  # None when the suite was started on servers of the caller's (a cluster)
     env: dict[str, str]
+
+    def stop(self) -> None:
+        self.suite.stop()
+        if self.nats is not None:
+            self.nats.cleanup()
 
     def token(self, user: str = "alice", admin: bool = False) -> str:
         return mint_token(self.settings, user, admin=admin)
@@ -41,12 +46,17 @@ def tail_logs(log_dir: Path, lines: int = 30) -> str:
     return "\n".join(parts)
 
 
-def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> RunningSuite:
-    nats = NatsServer(data_dir / "nats").start()
+def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None,
+                cluster: list[str] | None = None) -> RunningSuite:
+    """The services on an embedded server of their own, or on `cluster`'s servers with JetStream
+    replicas 3, as `agentix up --cluster` runs them."""
+    nats = None if cluster else NatsServer(data_dir / "nats").start()
+    servers = cluster if nats is None else [nats.url]
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIX_")},
-        "AGENTIX_NATS_SERVERS": nats.url,
+        "AGENTIX_NATS_SERVERS": ",".join(servers),
+        **({"AGENTIX_JS_REPLICAS": "3"} if cluster else {}),
         "AGENTIX_DATA_DIR": str(data_dir),
         "AGENTIX_SUBJECT_PREFIX": f"e{uuid.uuid4().hex[:8]}",
         "AGENTIX_HEARTBEAT_INTERVAL_S": "1",
@@ -66,9 +76,10 @@ def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> Runn
     if not wait_ready(url, suite):
         why = suite.dead() or "suite not ready in time"
         suite.stop()
-        nats.cleanup()
+        if nats is not None:
+            nats.cleanup()
         raise RuntimeError(f"{why}\n{tail_logs(logs)}")
-    settings = Settings(data_dir=data_dir, nats_servers=[nats.url], subject_prefix=env["AGENTIX_SUBJECT_PREFIX"])
+    settings = Settings(data_dir=data_dir, nats_servers=servers, subject_prefix=env["AGENTIX_SUBJECT_PREFIX"])
     return RunningSuite(url, settings, suite, nats, env)
 
 
@@ -76,5 +87,4 @@ def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None) -> Runn
 def running_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSuite]:
     running = start_suite(tmp_path_factory.mktemp("suite"))
     yield running
-    running.suite.stop()
-    running.nats.cleanup()
+    running.stop()

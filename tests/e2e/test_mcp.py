@@ -32,8 +32,7 @@ TRAVEL = "Trains are booked for journeys under four hours. Flights need a manage
 def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSuite]:
     running = start_suite(tmp_path_factory.mktemp("mcp"))  # its own: the last test restarts the gateway
     yield running
-    running.suite.stop()
-    running.nats.cleanup()
+    running.stop()
 
 
 @contextlib.asynccontextmanager

@@ -41,8 +41,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSuite]:
         pytest.skip(missing)
     running = start_suite(tmp_path_factory.mktemp("mcp-conformance"), {"AGENTIX_AUTH_DISABLED": "true"})
     yield running
-    running.suite.stop()
-    running.nats.cleanup()
+    running.stop()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

@@ -37,8 +37,7 @@ def srv() -> Iterator[oai.OpenAIServer]:
 def suite(tmp_path_factory: pytest.TempPathFactory, srv: oai.OpenAIServer) -> Iterator[RunningSuite]:
     running = start_suite(tmp_path_factory.mktemp("models"), {"AGENTIX_LLM_RETRY_ATTEMPTS": "2"})
     yield running
-    running.suite.stop()
-    running.nats.cleanup()
+    running.stop()
 
 
 def admin(suite: RunningSuite, method: str, path: str, body: dict[str, Any] | None = None) -> Any:

@@ -135,8 +135,7 @@ def traced_suite(tmp_path_factory: pytest.TempPathFactory,
     running = start_suite(tmp_path_factory.mktemp("traced"),
                           {"AGENTIX_OTLP_ENDPOINT": receiver[1], "OTEL_BSP_SCHEDULE_DELAY": "100"})
     yield running
-    running.suite.stop()
-    running.nats.cleanup()
+    running.stop()
 
 
 DSL = {

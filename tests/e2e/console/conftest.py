@@ -34,8 +34,7 @@ def console_suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningS
     of its own elsewhere) is set out of the way."""
     running = start_suite(tmp_path_factory.mktemp("console-suite"), {"AGENTIX_RATE_LIMIT_PER_MIN": "100000"})
     yield running
-    running.suite.stop()
-    running.nats.cleanup()
+    running.stop()
 
 
 @pytest.fixture(scope="package")
