@@ -46,17 +46,19 @@ async def test_an_update_without_input_is_answered_after_its_earlier_messages(
                                           ("human", "And of Sweden?"), ("ai", "Stockholm.")]
         history = await client.threads.get_history("t-cmd-update")
         # The update's turn (its last message is the run's question, not a message of the update's own).
-        assert [len(s["values"]["messages"]) for s in history] == [4, 2]
+        # Newest first: the run's answer, its question, the update's turn, the thread's start.
+        assert [len(s["values"]["messages"]) for s in history] == [4, 3, 2, 0]
         assert history[0]["checkpoint"]["checkpoint_id"] == run_id
-        assert history[1]["metadata"]["source"] == "update"
-        assert history[0]["parent_checkpoint"]["checkpoint_id"] == history[1]["checkpoint"]["checkpoint_id"]
+        assert history[2]["metadata"]["source"] == "update"
+        assert [s["parent_checkpoint"] and s["parent_checkpoint"]["checkpoint_id"] for s in history] == [
+            *[s["checkpoint"]["checkpoint_id"] for s in history[1:]], None]
 
         # One human message alone: the run's question, and no update turn at all.
         srv.script([oai.reply("Copenhagen.")])
         answered = await client.runs.wait("t-cmd-update", "chat-direct", command={
             "update": {"messages": [{"type": "human", "content": "And of Denmark?"}]}, "goto": "ans"})
         assert _said(answered)[-2:] == [("human", "And of Denmark?"), ("ai", "Copenhagen.")]
-        assert len(await client.threads.get_history("t-cmd-update")) == 3
+        assert len(await client.threads.get_history("t-cmd-update")) == 6  # one more question and its answer
 
 
 async def test_an_update_with_input_comes_first_in_the_thread(scripted: Settings, srv: oai.OpenAIServer) -> None:
@@ -77,8 +79,9 @@ async def test_an_update_with_input_comes_first_in_the_thread(scripted: Settings
                                           command={"update": [("messages", [{"type": "ai", "content": "Noted."}])],
                                                    "goto": "ans"})
         assert _said(answered)[4:] == [("ai", "Noted."), ("human", "And its capital?"), ("ai", "Oslo.")]
+        # Each run: its answer and its question, after its update's turn (the thread's start last).
         assert [len(s["values"]["messages"]) for s in await client.threads.get_history("t-cmd-input")] == [
-            7, 5, 4, 2]
+            7, 6, 5, 4, 3, 2, 0]
 
         # While a run goes, an update is refused as update_state is, whatever the multitask strategy.
         going = await client.runs.create("t-cmd-input", "chat-direct", input=ask("Tell me everything."))

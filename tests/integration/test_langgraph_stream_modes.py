@@ -49,9 +49,11 @@ async def test_every_extra_mode_streams_what_langgraph_clients_read(scripted: Se
 
         [checkpoint] = [p.data for p in parts if p.event == "checkpoints"]
         assert checkpoint["config"]["configurable"]["checkpoint_id"] == run_id
-        assert checkpoint["parent_config"]["configurable"]["checkpoint_id"] == first_id
+        asked = checkpoint["parent_config"]["configurable"]["checkpoint_id"]  # the state with its question
         history = await client.threads.get_history("t-extra")
         assert checkpoint["values"] == history[0]["values"] and checkpoint["next"] == []
+        assert history[1]["checkpoint"]["checkpoint_id"] == asked
+        assert history[1]["parent_checkpoint"]["checkpoint_id"] == first_id
         debug = [p.data["type"] for p in parts if p.event == "debug"]
         assert debug[-1] == "checkpoint" and {"task", "task_result"} <= set(debug)
 

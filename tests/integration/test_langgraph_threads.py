@@ -108,7 +108,9 @@ async def test_metadata_is_kept_searched_counted_updated_copied_and_pruned(
             await client.threads.create(ttl=60)
 
 
-async def test_history_is_one_checkpoint_per_turn_newest_first(scripted: Settings, srv: oai.OpenAIServer) -> None:
+async def test_history_is_each_turns_question_then_its_answer_newest_first(
+    scripted: Settings, srv: oai.OpenAIServer,
+) -> None:
     srv.script([oai.reply("One."), oai.reply("Two."), oai.reply("Three.")])
     async with chat_stack(scripted) as stack:
         client = lg(stack)
@@ -122,29 +124,32 @@ async def test_history_is_one_checkpoint_per_turn_newest_first(scripted: Setting
             await client.runs.join("t-hist", run["run_id"])
             run_ids.append(run["run_id"])
         states = await client.threads.get_history("t-hist", limit=10)
-        assert [s["checkpoint"]["checkpoint_id"] for s in states] == run_ids[::-1]
-        assert [s["parent_checkpoint"] and s["parent_checkpoint"]["checkpoint_id"] for s in states] == [
-            run_ids[1], run_ids[0], None]
-        assert [len(s["values"]["messages"]) for s in states] == [6, 4, 2]
-        assert [s["metadata"]["n"] for s in states] == [2, 1, 0]
-        assert all(s["next"] == [] and s["tasks"] == [] and s["created_at"] for s in states)
+        ids = [s["checkpoint"]["checkpoint_id"] for s in states]
+        # Each turn's own checkpoint (its run's id) after its question's, then the thread's start.
+        assert len(states) == 7 and ids[0:6:2] == run_ids[::-1]
+        assert [s["parent_checkpoint"] and s["parent_checkpoint"]["checkpoint_id"] for s in states] == [*ids[1:], None]
+        assert [len(s["values"]["messages"]) for s in states] == [6, 5, 4, 3, 2, 1, 0]
+        assert [s["metadata"].get("n") for s in states] == [2, 2, 1, 1, 0, 0, None]
+        assert [s["metadata"]["step"] for s in states] == [5, 4, 3, 2, 1, 0, -1]
+        assert [s["next"] for s in states] == [[], ["ans"], [], ["ans"], [], ["ans"], []]
+        assert all(s["created_at"] for s in states) and states[0]["tasks"] == []
         assert states[0]["checkpoint"]["thread_id"] == "t-hist" and states[0]["checkpoint"]["checkpoint_ns"] == ""
 
         latest = await client.threads.get_state("t-hist")
         assert latest["checkpoint"] == states[0]["checkpoint"] and latest["values"] == states[0]["values"]
         paged = await client.threads.get_history("t-hist", limit=1, before=states[0]["checkpoint"])
-        assert [s["checkpoint"]["checkpoint_id"] for s in paged] == [run_ids[1]]
+        assert [s["checkpoint"]["checkpoint_id"] for s in paged] == ids[1:2]
         older = await client.threads.get_history("t-hist", limit=5, checkpoint={"checkpoint_id": run_ids[1]})
-        assert [s["checkpoint"]["checkpoint_id"] for s in older] == run_ids[1::-1]
+        assert [s["checkpoint"]["checkpoint_id"] for s in older] == ids[2:]
         assert [s["checkpoint"]["checkpoint_id"]
-                for s in await client.threads.get_history("t-hist", metadata={"n": 1})] == [run_ids[1]]
+                for s in await client.threads.get_history("t-hist", metadata={"n": 1})] == ids[2:4]
         first = await client.threads.get_state("t-hist", checkpoint_id=run_ids[0])
         assert [m["content"] for m in first["values"]["messages"]] == ["The first?", "One."]
         assert (await client.threads.get_state("t-hist", checkpoint={"checkpoint_id": run_ids[0]}))["values"] == first[
             "values"]
         native = await stack.client("lg-user")
         got = await native.get("/lg/threads/t-hist/history", params={"limit": 2})
-        assert [s["checkpoint"]["checkpoint_id"] for s in got.json()] == run_ids[:0:-1]
+        assert [s["checkpoint"]["checkpoint_id"] for s in got.json()] == ids[:2]
         with pytest.raises(NotFoundError):
             await client.threads.get_state("t-hist", checkpoint_id="nope")
 
@@ -251,8 +256,8 @@ async def test_deleting_an_ended_run_removes_its_turn(scripted: Settings, srv: o
             await client.runs.get("t-del-run", first["run_id"])
         state = await client.threads.get_state("t-del-run")
         assert [m["content"] for m in state["values"]["messages"]] == ["Second?", "Two."]
-        assert [s["checkpoint"]["checkpoint_id"] for s in await client.threads.get_history("t-del-run")] == [
-            second["run_id"]]
+        assert [s["metadata"].get("run_id") for s in await client.threads.get_history("t-del-run")] == [
+            second["run_id"], second["run_id"], None]  # its answer, its question, the thread's start
         going = await client.runs.create("t-del-run", "chat-direct", input=ask("Go on"))
         await until_streaming(client, "t-del-run", going["run_id"])
         with pytest.raises(ConflictError):
@@ -280,7 +285,7 @@ async def test_update_state_adds_a_turn_the_next_run_goes_on_from(scripted: Sett
         said = [m["content"] for m in srv.requests()[0]["body"]["messages"]]
         assert said[-3:] == ["Capital of Norway?", "Oslo.", "Sure?"]  # the model read the added turn
         history = await client.threads.get_history("t-update")
-        assert history[1]["checkpoint"]["checkpoint_id"] == update_id
+        assert history[2]["checkpoint"]["checkpoint_id"] == update_id  # under the answer and its question
         with pytest.raises(UnprocessableEntityError):  # an edit of a message the thread has
             await client.threads.update_state("t-update", {"messages": [{"type": "human", "content": "x",
                                                                          "id": "m-q"}]})
@@ -394,7 +399,7 @@ async def test_remote_graph_as_a_subgraph_sends_the_whole_conversation_each_turn
         # The remote thread read through RemoteGraph itself: its state, history and an update.
         snapshot = await remote.aget_state(config)
         assert [m["content"] for m in snapshot.values["messages"]][-1] == "Bergen." and snapshot.next == ()
-        assert len([s async for s in remote.aget_state_history(config)]) == 2
+        assert len([s async for s in remote.aget_state_history(config)]) == 5  # the start, 2 questions, 2 answers
         await remote.aupdate_state(config, {"messages": [{"type": "human", "content": "Thanks."}]})
         assert [m["content"] for m in (await remote.aget_state(config)).values["messages"]][-1] == "Thanks."
         # Its tokens, streamed as LangGraph's `messages` mode gives them (message chunk, metadata).

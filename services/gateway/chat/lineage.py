@@ -11,6 +11,9 @@ from sqlmodel import Session, col, select
 from services.gateway.chat.tables import ChatRun
 
 Links = dict[str, str | None]  # a run → the run it goes on from (None: the conversation's first turn)
+# What a run `follows` when it goes on from no turn at all: a branch from the conversation's start
+# (a first turn said again another way: LangGraph's edit or regenerate of it).
+START = "__start__"
 
 
 def links(session: Session, conversation_id: str) -> tuple[list[str], Links]:
@@ -22,7 +25,7 @@ def links(session: Session, conversation_id: str) -> tuple[list[str], Links]:
     parent: Links = {}
     for i, (run_id, follows) in enumerate(rows):
         # A followed run that was removed (its turn rolled back or deleted): go on from the one before.
-        parent[run_id] = follows if follows in known else (order[i - 1] if i else None)
+        parent[run_id] = None if follows == START else follows if follows in known else (order[i - 1] if i else None)
     return order, parent
 
 

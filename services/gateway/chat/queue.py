@@ -134,15 +134,16 @@ Announce = Callable[[str, int], None]
 
 
 def branch_point(session: Session, conversation_id: str, follows: str | None) -> tuple[int, str | None]:
-    """The seq of the conversation's next run and what it `follows` (None: the latest run). A
-    run that goes on from an older one starts a branch: only once no run is going (the branch
-    would otherwise not be the one the going runs go on)."""
+    """The seq of the conversation's next run and what it `follows` (None: the latest run;
+    `lineage.START`: no run, a branch from the start). A run that goes on from an older one starts
+    a branch: only once no run is going (the branch would otherwise not be the one the going runs
+    go on)."""
     last = session.exec(select(ChatRun).where(ChatRun.conversation_id == conversation_id)
                         .order_by(col(ChatRun.seq).desc()).limit(1)).first()
-    if follows is None or (last is not None and follows == last.id):
+    if follows is None or (last is not None and follows == last.id) or (last is None and follows == lineage.START):
         return (last.seq if last is not None else 0) + 1, None
-    if session.exec(select(ChatRun.id).where(ChatRun.id == follows,
-                                             ChatRun.conversation_id == conversation_id)).first() is None:
+    known = select(ChatRun.id).where(ChatRun.id == follows, ChatRun.conversation_id == conversation_id)
+    if follows != lineage.START and session.exec(known).first() is None:
         raise ApiProblem(404, "Not Found", f"Conversation {conversation_id} has no run {follows}.")
     ahead = going(session, conversation_id)
     if ahead:

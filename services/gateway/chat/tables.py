@@ -51,6 +51,9 @@ class ChatRun(GatewayModel, table=True):
     meta: dict[str, Any] = _json(dict)  # what a LangGraph client gave the run as its metadata
     # The run this one goes on from when that is not the run before it (a branch: chat/lineage.py).
     follows: str | None = Field(default=None, max_length=64)
+    # The run whose question this one answers again (its own question is a copy of that one): a
+    # LangGraph run from that question's checkpoint, whose answer history shows beside the first.
+    answers_again: str | None = Field(default=None, max_length=64)
     created_at: datetime = _stamp()
     ended_at: datetime | None = _ts()
 

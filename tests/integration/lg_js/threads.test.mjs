@@ -20,11 +20,13 @@ test("metadata search, history paging and a checkpoint's state", async () => {
     runIds.push(run.run_id);
   }
   const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
-  assert.deepEqual(history.map((s) => s.checkpoint.checkpoint_id), [...runIds].reverse());
-  assert.equal(history[0].parent_checkpoint.checkpoint_id, runIds[0]);
-  assert.deepEqual(history.map((s) => s.values.messages.length), [4, 2]);
+  // Each turn's question, then the turn itself (its checkpoint id is its run's), after the thread's start.
+  assert.deepEqual(history.map((s) => s.metadata.run_id ?? null), [runIds[1], runIds[1], runIds[0], runIds[0], null]);
+  assert.equal(history[0].checkpoint.checkpoint_id, runIds[1]);
+  assert.equal(history[1].parent_checkpoint.checkpoint_id, runIds[0]);
+  assert.deepEqual(history.map((s) => s.values.messages.length), [4, 3, 2, 1, 0]);
   const older = await client.threads.getHistory(thread.thread_id, { limit: 1, before: history[0].checkpoint });
-  assert.deepEqual(older.map((s) => s.checkpoint.checkpoint_id), [runIds[0]]);
+  assert.deepEqual(older.map((s) => s.checkpoint.checkpoint_id), [history[1].checkpoint.checkpoint_id]);
   const first = await client.threads.getState(thread.thread_id, runIds[0]);
   assert.deepEqual(first.values.messages.map((m) => m.content), ["First?", "One."]);
   assert.equal((await client.threads.get(thread.thread_id)).metadata.assistant_id, "chat-direct");
@@ -51,10 +53,13 @@ test("a run from an older checkpoint branches, streamed in the extra modes", asy
     assert.ok(names.has(name), name);
   }
   const checkpoint = seen.find((p) => p.event === "checkpoints").data;
-  assert.equal(checkpoint.parent_config.configurable.checkpoint_id, first);
   assert.deepEqual(checkpoint.values.messages.map((m) => m.content), ["A?", "Four.", "B again?", "Six."]);
   const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
-  assert.equal(history.length, 3);
+  assert.equal(history.length, 7);  // the start, then a question and an answer per turn
+  const byId = (id) => history.find((s) => s.checkpoint.checkpoint_id === id);
+  const asked = byId(checkpoint.parent_config.configurable.checkpoint_id);  // "B again?", before its answer
+  assert.equal(asked.parent_checkpoint.checkpoint_id, first);
   const original = history.find((s) => s.values.messages.some((m) => m.content === "B?"));
-  assert.equal(original.parent_checkpoint.checkpoint_id, first);  // the original branch is kept
+  // the original branch is kept
+  assert.equal(byId(original.parent_checkpoint.checkpoint_id).parent_checkpoint.checkpoint_id, first);
 });

@@ -19,8 +19,9 @@ const apiUrl = process.env.LG_URL;
 const apiKey = process.env.LG_KEY;
 const h = React.createElement;
 
-function Chat({ threadId, assistantId, expose, reconnectOnMount = false }) {
-  const thread = useStream({ apiUrl, apiKey, assistantId, threadId, messagesKey: "messages", reconnectOnMount });
+function Chat({ threadId, assistantId, expose, reconnectOnMount = false, fetchStateHistory = false }) {
+  const thread = useStream({ apiUrl, apiKey, assistantId, threadId, messagesKey: "messages", reconnectOnMount,
+    fetchStateHistory });
   expose.current = thread;
   return h("ul", { id: "messages" },
     thread.messages.map((m) => h("li", { key: m.id ?? String(m.content), "data-type": m.type },
@@ -108,4 +109,34 @@ test("useStream reconnects to the running stream after a reload", async () => {
   await until(() => !page.expose.current.isLoading, "the run's end");
   assert.deepEqual(texts().slice(-2), ["Tell it slowly.", process.env.SLOW_ANSWER]);
   page.root.unmount();
+});
+
+test("useStream regenerates an answer, switches branches and edits the first question, as agent-chat-ui does", async () => {
+  const { expose, root } = mount({ threadId: process.env.REGEN_THREAD_ID, assistantId: "chat-direct",
+    fetchStateHistory: true });
+  const [question, answer] = [process.env.REGEN_QUESTION, process.env.REGEN_FIRST];
+  await until(() => texts().includes(answer) && expose.current.getMessagesMetadata(expose.current.messages.at(-1))
+    ?.firstSeenState, "the thread and its history");
+  // Regenerate: no input, from the parent of the first state the answer is in.
+  const shown = expose.current.getMessagesMetadata(expose.current.messages.at(-1));
+  expose.current.submit(undefined, { checkpoint: shown.firstSeenState.parent_checkpoint, streamMode: ["values"] });
+  await until(() => texts().includes(process.env.REGEN_AGAIN), "the answer made again");
+  await until(() => !expose.current.isLoading, "the run's end");
+  assert.deepEqual(texts(), [question, process.env.REGEN_AGAIN]);
+  // The two answers are two branches of the same question: the switcher shows 2 and goes back.
+  const again = await until(() => {
+    const meta = expose.current.getMessagesMetadata(expose.current.messages.at(-1));
+    return meta?.branchOptions?.length === 2 && meta;
+  }, "the answer's two branches");
+  expose.current.setBranch(again.branchOptions.find((b) => b !== again.branch));
+  await until(() => texts().includes(answer), "the first answer's branch");
+  assert.deepEqual(texts(), [question, answer]);
+  // Edit the first question: a new input from the parent of the first state the question is in.
+  const asked = expose.current.getMessagesMetadata(expose.current.messages[0]);
+  expose.current.submit({ messages: [{ type: "human", content: process.env.EDITED_QUESTION }] },
+    { checkpoint: asked.firstSeenState.parent_checkpoint, streamMode: ["values"] });
+  await until(() => texts().includes(process.env.EDITED_ANSWER), "the edited question's answer");
+  await until(() => !expose.current.isLoading, "the run's end");
+  assert.deepEqual(texts(), [process.env.EDITED_QUESTION, process.env.EDITED_ANSWER]);
+  root.unmount();
 });

@@ -1,24 +1,23 @@
-"""A thread's checkpoints: one per turn. A turn's checkpoint id is the id of the run that made it
-(its question and its answer, or where it stands while it goes or waits); its parent is the turn
-it went on from (the turn before, or an older one for a branch: chat/lineage.py), and its values
-are the messages of its branch. `GET/POST /threads/{id}/history` lists every branch's
-checkpoints newest first, `GET /threads/{id}/state/{id}` reads one; the thread's state is its
-latest (docs/API.md, "LangGraph")."""
+"""A thread's checkpoints (checkpoints.py) as LangGraph states: a turn's question's, then the
+turn's own, whose id is the id of the run that made it (its question and its answer, or where it
+stands while it goes or waits). A question's parent is the turn it went on from (the turn before,
+or an older one for a branch: chat/lineage.py); the values are the messages of the branch.
+`GET/POST /threads/{id}/history` lists every branch's checkpoints newest first, `GET
+/threads/{id}/state/{id}` reads one; the thread's state is its latest (docs/API.md, "LangGraph")."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from services.gateway.access.principal import Principal
 from services.gateway.chat import lineage
 from services.gateway.chat.modes import ANSWER_NODE
 from services.gateway.chat.states import RUN_TERMINAL
-from services.gateway.chat.tables import ChatRun, Conversation
-from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import threads
+from services.gateway.chat.tables import Conversation
+from services.gateway.protocols.langgraph import checkpoints, threads
 from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.tables import aware
 
@@ -61,41 +60,44 @@ class StateQuery(BaseModel):
         return None
 
 
-def _ref(thread_id: str, run_id: str | None) -> dict[str, Any] | None:
-    if run_id is None:
+def _ref(thread_id: str, checkpoint_id: str | None) -> dict[str, Any] | None:
+    if checkpoint_id is None:
         return None
-    return {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": run_id, "checkpoint_map": None}
+    return {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": checkpoint_id, "checkpoint_map": None}
 
 
-def _state(session: Session, conversation: Conversation, run: ChatRun, parents: lineage.Links,
+def _state(session: Session, conversation: Conversation, point: checkpoints.Checkpoint, parents: lineage.Links,
            interrupts: list[dict[str, Any]]) -> dict[str, Any]:
-    parent = parents.get(run.id)
-    branch = lineage.branch_of(parents, run.id)
-    step = len(branch) - 1
-    waiting = [i for i in interrupts if i["value"].get("run_id") == run.id]
-    going = run.state not in RUN_TERMINAL
-    nodes = [i["value"]["node_id"] for i in waiting] or ([ANSWER_NODE] if going else [])
-    metadata = {"source": "loop", "step": step, "run_id": run.id, "thread_id": conversation.id,
+    run = point.run
+    if run is None:  # the thread's start: its empty state
+        start = {"source": "input", "step": point.step, "thread_id": conversation.id, "parents": {}}
+        return {**_empty(conversation), "metadata": start, "checkpoint": _ref(conversation.id, point.id)}
+    if point.question:
+        said = checkpoints.asked_state(session, run, parents)
+        waiting: list[dict[str, Any]] = []
+        nodes = [ANSWER_NODE]
+    else:
+        said = threads.history(session, conversation.id, before_seq=run.seq + 1,
+                               runs=lineage.branch_of(parents, run.id))
+        waiting = [i for i in interrupts if i["value"].get("run_id") == run.id]
+        going = run.state not in RUN_TERMINAL
+        nodes = [i["value"]["node_id"] for i in waiting] or ([ANSWER_NODE] if going else [])
+    metadata = {"source": "loop", "step": point.step, "run_id": run.id, "thread_id": conversation.id,
                 "graph_id": (conversation.meta or {}).get("graph_id"),
                 "assistant_id": (conversation.meta or {}).get("assistant_id"), "parents": {}, **(run.meta or {})}
     return {
-        "values": {"messages": threads.history(session, conversation.id, before_seq=run.seq + 1,
-                                               runs=branch)},
+        "values": {"messages": said},
         "next": nodes,
         "tasks": [{"id": i["id"], "name": i["value"]["node_id"], "path": [], "error": None, "interrupts": [i],
                    "checkpoint": None, "state": None, "result": None} for i in waiting]
                  or [{"id": run.id, "name": n, "path": [], "error": None, "interrupts": [], "checkpoint": None,
                       "state": None, "result": None} for n in nodes],
         "metadata": metadata,
-        "created_at": aware(run.ended_at or run.created_at),
-        "checkpoint": _ref(conversation.id, run.id),
-        "parent_checkpoint": _ref(conversation.id, parent),
+        "created_at": aware(run.created_at if point.question else run.ended_at or run.created_at),
+        "checkpoint": _ref(conversation.id, point.id),
+        "parent_checkpoint": _ref(conversation.id, point.parent),
         "interrupts": waiting,
     }
-
-
-def _runs(session: Session, thread_id: str) -> list[ChatRun]:
-    return list(session.exec(select(ChatRun).where(ChatRun.conversation_id == thread_id).order_by(col(ChatRun.seq))))
 
 
 def _empty(conversation: Conversation) -> dict[str, Any]:
@@ -111,19 +113,19 @@ def states(session: Session, user: Principal, thread_id: str, interrupts: list[d
     """The thread's checkpoints, newest first: from `checkpoint` (itself included) or before
     `before` (itself excluded), those whose metadata has `metadata`, at most `limit`."""
     conversation = threads.load(session, user, thread_id)
-    runs = _runs(session, thread_id)
-    ids = [r.id for r in runs]
+    points = checkpoints.of_thread(session, thread_id)
+    ids = [p.id for p in points]
     _, parents = lineage.links(session, thread_id)
-    end = len(runs)
+    end = len(points)
     start_at, before = checkpoint_id_of(query.checkpoint), checkpoint_id_of(query.before)
     for wanted, offset in ((start_at, 1), (before, 0)):
         if wanted is not None:
             if wanted not in ids:
-                raise not_found(thread_id, wanted)
+                raise checkpoints.not_found(thread_id, wanted)
             end = min(end, ids.index(wanted) + offset)
     found: list[dict[str, Any]] = []
-    for step in range(end - 1, -1, -1):
-        state = _state(session, conversation, runs[step], parents, interrupts)
+    for at in range(end - 1, -1, -1):
+        state = _state(session, conversation, points[at], parents, interrupts)
         if all(state["metadata"].get(k) == v for k, v in (query.metadata or {}).items()):
             found.append(state)
         if len(found) >= query.limit:
@@ -135,15 +137,10 @@ def state_at(session: Session, user: Principal, thread_id: str, interrupts: list
              checkpoint_id: str | None) -> dict[str, Any]:
     """The thread's state at a checkpoint (None: its latest; a thread with no turn: empty)."""
     conversation = threads.load(session, user, thread_id)
-    runs = _runs(session, thread_id)
-    if not runs and checkpoint_id is None:
+    points = checkpoints.of_thread(session, thread_id)
+    if not points and checkpoint_id is None:
         return _empty(conversation)
-    ids = [r.id for r in runs]
-    step = len(runs) - 1 if checkpoint_id is None else ids.index(checkpoint_id) if checkpoint_id in ids else -1
-    if step < 0:
-        raise not_found(thread_id, checkpoint_id or "")
-    return _state(session, conversation, runs[step], lineage.links(session, thread_id)[1], interrupts)
-
-
-def not_found(thread_id: str, checkpoint_id: str) -> ApiProblem:
-    return ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {checkpoint_id!r}.")
+    found = points[-1] if checkpoint_id is None else next((p for p in points if p.id == checkpoint_id), None)
+    if found is None:
+        raise checkpoints.not_found(thread_id, checkpoint_id or "")
+    return _state(session, conversation, found, lineage.links(session, thread_id)[1], interrupts)

@@ -21,8 +21,9 @@ from services.gateway.chat.modes import Mode
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.db import Database
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import assistants, command, messages, state_update, threads
+from services.gateway.protocols.langgraph import assistants, checkpoints, command, messages, state_update, threads
 from services.gateway.protocols.langgraph.refusals import refused
+from services.gateway.protocols.langgraph.resume import decision_of
 from services.gateway.protocols.langgraph.run_request import RunCreate
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.state_update import Said
@@ -44,8 +45,6 @@ STATUS: Final[dict[str, RunStatus]] = {
     "interrupted": "interrupted",
 }
 JOIN_MODES: Final = ("values", "updates", "messages-tuple", "custom")  # a join without stream_mode: all
-_APPROVE: Final = ("approve", "approved", "yes", "accept", "continue")
-_REJECT: Final = ("reject", "rejected", "no", "deny", "cancel")
 
 
 @dataclass
@@ -126,55 +125,6 @@ def _model(body: RunCreate) -> str | None:
     return None
 
 
-def decision_of(resume: Any) -> chat_runs.RunApproval:
-    """An approval's answer: `"approve"`/`true`, `"reject"`/`false`, `{decision, comment?}`, or the
-    LangChain v1 human-in-the-loop middleware's `{decisions: [{type: approve|edit|reject,
-    edited_action?: {name, args}, message?}]}` (`edit`: approve the tool call with `args`)."""
-    comment: str | None = None
-    args: dict[str, Any] | None = None
-    if isinstance(resume, dict) and "decisions" in resume:
-        resume = _one_decision(resume["decisions"])
-        if resume.get("type") == "edit":
-            args = _edited_args(resume.get("edited_action"))
-            resume = {**resume, "type": "approve"}
-    if isinstance(resume, dict):
-        said = resume.get("comment", resume.get("message"))
-        comment = said if isinstance(said, str) else None
-        resume = resume.get("decision", resume.get("type"))
-    if resume is True or (isinstance(resume, str) and resume.lower() in _APPROVE):
-        return chat_runs.RunApproval(decision="approve", comment=comment, args=args)
-    if resume is False or (isinstance(resume, str) and resume.lower() in _REJECT):
-        return chat_runs.RunApproval(decision="reject", comment=comment)
-    raise ApiProblem(422, "Invalid request", "command.resume answers an approval: \"approve\" | \"reject\" | true | "
-                                             "false | {\"decision\": …, \"comment\"?: …} | {\"decisions\": [{\"type\": "
-                                             "\"approve\" | \"edit\" | \"reject\", \"edited_action\"?: {name, args}, "
-                                             "\"message\"?: …}]}.")
-
-
-def _invalid(field: str, message: str) -> ApiProblem:
-    return ApiProblem(422, "Invalid request", f"{field}: {message}.",
-                      errors=[{"code": "invalid", "field": field, "message": message}])
-
-
-def _edited_args(action: Any) -> dict[str, Any]:
-    args = action.get("args") if isinstance(action, dict) else None
-    if not isinstance(args, dict):
-        raise _invalid("command.resume.decisions[0].edited_action", "an edit is `{name, args: {…}}`")
-    return args
-
-
-def _one_decision(decisions: Any) -> dict[str, Any]:
-    if not isinstance(decisions, list) or len(decisions) != 1 or not isinstance(decisions[0], dict):
-        raise _invalid("command.resume.decisions", "one decision for the one action the interrupt asks about")
-    decision: dict[str, Any] = decisions[0]
-    if decision.get("type") not in ("approve", "edit", "reject"):
-        raise ApiProblem(422, "Invalid request", f"`command.resume.decisions[0].type: {decision.get('type')}` is not "
-                                                 "supported: an Agentix approval is approved, edited or rejected.",
-                         errors=[{"code": "unsupported", "field": "command.resume.decisions[0].type",
-                                  "message": str(decision.get("type"))}])
-    return decision
-
-
 def _ensure_thread(session: Session, user: Principal, thread_id: str, body: RunCreate) -> None:
     if session.get(Conversation, thread_id) is not None:
         conversation = threads.load(session, user, thread_id)
@@ -202,16 +152,13 @@ def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCre
 
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
     _, parents = lineage.links(session, run.conversation_id)
-    branch = lineage.branch_of(parents, run.id)
     if (run.meta or {}).get("source") == "update":  # a turn that ran nothing: it starts with all it added
-        before = threads.history(session, run.conversation_id, before_seq=run.seq + 1, runs=branch)
+        before = threads.history(session, run.conversation_id, before_seq=run.seq + 1,
+                                 runs=lineage.branch_of(parents, run.id))
     else:
-        before = threads.history(session, run.conversation_id, before_seq=run.seq, runs=branch[:-1])
-        asked = session.exec(select(ChatMessage).where(ChatMessage.run_id == run.id,
-                                                       ChatMessage.role == "user")).first()
-        if asked is not None:
-            before.append(messages.from_row(asked))
-    return RunStream(run.id, run.conversation_id, before, modes, parent=parents.get(run.id), step=len(branch) - 1)
+        before = checkpoints.asked_state(session, run, parents)
+    own = checkpoints.own(session, run)
+    return RunStream(run.id, run.conversation_id, before, modes, parent=own.parent, step=own.step)
 
 
 def stream_for(session: Session, user: Principal, thread_id: str, run_id: str, stream_mode: Any) -> RunStream:
@@ -239,6 +186,9 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
                                                      "answers the approval the thread waits for now.",
                              errors=[{"code": "unsupported", "field": "checkpoint", "message": "with command.resume"}])
         return await _resume(db, bus, user, thread_id, asked.answer, modes, body.webhook)
+    again = checkpoints.question_run(body.follows())
+    if again is not None:
+        return await _answer_again(db, bus, user, thread_id, body, asked, again, guard, before_queue)
     if asked.end:
         mode, _ = await db.run(assistants.runnable, user, body.assistant_id)
         return await _ended(db, bus, user, thread_id, body, asked, mode, modes)
@@ -257,7 +207,7 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
         if before and follows is not None:  # the run was refused: its added turn goes with it
             await db.run(remove_run, user, thread_id, follows)
         if exc.status == 404 and body.follows() is not None:
-            raise ApiProblem(404, "Not Found", f"Thread {thread_id!r} has no checkpoint {body.follows()!r}.") from exc
+            raise checkpoints.not_found(thread_id, body.follows() or "") from exc
         raise
 
     def opened(session: Session) -> Started:
@@ -266,6 +216,46 @@ async def start(db: Database, bus: Bus | None, user: Principal, thread_id: str, 
             run.meta = meta
             session.add(run)
         return Started(run, _stream_of(session, run, modes))
+
+    return await db.run(opened)
+
+
+async def _answer_again(db: Database, bus: Bus | None, user: Principal, thread_id: str, body: RunCreate,
+                        asked: command.Command, again: str, guard: Guard, before_queue: BeforeQueue | None) -> Started:
+    """A run from a question's checkpoint: that question answered again, on a branch beside the
+    first answer (a LangGraph UI's regenerate). Its question is a copy of the first, with its id."""
+    if body.input:
+        raise refused("input", "a run from a question's checkpoint answers that question again, so it takes no "
+                               "input (to ask something else, run from the checkpoint before the question)")
+    if asked.said is not None or asked.end:
+        raise refused("command", "a run from a question's checkpoint answers that question again: no `update` or "
+                                 "`goto`")
+
+    def question(session: Session) -> tuple[Mode, str | None, ChatMessage, str]:
+        mode, model = assistants.runnable(session, user, body.assistant_id)
+        _ensure_thread(session, user, thread_id, body)
+        first = session.get(ChatRun, again)
+        said = session.exec(select(ChatMessage).where(ChatMessage.run_id == again, ChatMessage.role == "user")
+                            .order_by(col(ChatMessage.id))).first()
+        if first is None or first.conversation_id != thread_id or said is None \
+                or (first.meta or {}).get("source") == "update":
+            raise checkpoints.not_found(thread_id, checkpoints.question_id(again))
+        follows = lineage.links(session, thread_id)[1].get(again) or lineage.START
+        return mode, model, said, follows
+
+    mode, assistant_model, said, follows = await db.run(question)
+    grey = await guard(said.content)
+    posted = chat_queue.PostMessage(text=said.content, mode=mode, model=_model(body) or assistant_model,
+                                    multitask=body.multitask_strategy, webhook=body.webhook)
+    accepted = await chat_queue.post_message(db, bus, user, thread_id, posted, grey, before_queue, follows,
+                                             callback_kind="lg", client_id=messages.from_row(said)["id"])
+
+    def opened(session: Session) -> Started:
+        run = chat_runs.load_owned(session, user, accepted["run"]["id"])
+        run.answers_again = again
+        run.meta = body.run_metadata()
+        session.add(run)
+        return Started(run, _stream_of(session, run, modes_of(body.stream_mode)))
 
     return await db.run(opened)
 

@@ -21,7 +21,7 @@ from services.gateway.chat.queue import branch_point, going
 from services.gateway.chat.tables import ChatMessage, ChatRun
 from services.gateway.ids import new_id
 from services.gateway.problems import ApiProblem
-from services.gateway.protocols.langgraph import history, messages, threads
+from services.gateway.protocols.langgraph import checkpoints, messages, threads
 from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.tables import now
@@ -135,6 +135,9 @@ def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said]
     checkpoint or on `checkpoint` (an older one starts a branch). Refused while a run goes, and
     for a message id the thread has (`field` names where the messages came from)."""
     conversation = threads.load(session, user, thread_id)
+    if checkpoints.question_run(checkpoint) is not None:
+        raise refused("checkpoint", "messages are added on a turn's own checkpoint; a question's is where its "
+                                    "answer is made again (a run from it with no input)")
     if going(session, thread_id):
         raise ApiProblem(409, "Conflict", f"Thread {thread_id} has a run going: add messages once it has ended.")
     said = new_said(session, thread_id, said, lambda _: f"{field}.messages", checkpoint)
@@ -142,7 +145,7 @@ def add_turn(session: Session, user: Principal, thread_id: str, said: list[Said]
         seq, follows = branch_point(session, thread_id, checkpoint)
     except ApiProblem as exc:
         if exc.status == 404:
-            raise history.not_found(thread_id, checkpoint or "") from exc
+            raise checkpoints.not_found(thread_id, checkpoint or "") from exc
         raise
     run = ChatRun(id=new_id("t"), conversation_id=thread_id, seq=seq, mode=mode or conversation.mode,
                   state="succeeded", ended_at=now(), follows=follows, meta=meta)
