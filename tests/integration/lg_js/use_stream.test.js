@@ -119,7 +119,8 @@ test("useStream regenerates an answer, switches branches and edits the first que
     ?.firstSeenState, "the thread and its history");
   // Regenerate: no input, from the parent of the first state the answer is in.
   const shown = expose.current.getMessagesMetadata(expose.current.messages.at(-1));
-  expose.current.submit(undefined, { checkpoint: shown.firstSeenState.parent_checkpoint, streamMode: ["values"] });
+  expose.current.submit(undefined, { checkpoint: shown.firstSeenState.parent_checkpoint, streamMode: ["values"],
+    streamSubgraphs: true, streamResumable: true });
   await until(() => texts().includes(process.env.REGEN_AGAIN), "the answer made again");
   await until(() => !expose.current.isLoading, "the run's end");
   assert.deepEqual(texts(), [question, process.env.REGEN_AGAIN]);
@@ -131,10 +132,13 @@ test("useStream regenerates an answer, switches branches and edits the first que
   expose.current.setBranch(again.branchOptions.find((b) => b !== again.branch));
   await until(() => texts().includes(answer), "the first answer's branch");
   assert.deepEqual(texts(), [question, answer]);
-  // Edit the first question: a new input from the parent of the first state the question is in.
-  const asked = expose.current.getMessagesMetadata(expose.current.messages[0]);
-  expose.current.submit({ messages: [{ type: "human", content: process.env.EDITED_QUESTION }] },
-    { checkpoint: asked.firstSeenState.parent_checkpoint, streamMode: ["values"] });
+  // Edit the first question: a new input from the parent of the first state the question is in
+  // (some versions of agent-chat-ui keep the edited message's id).
+  const first = expose.current.messages[0];
+  const asked = expose.current.getMessagesMetadata(first);
+  expose.current.submit({ messages: [{ id: first.id, type: "human",
+    content: [{ type: "text", text: process.env.EDITED_QUESTION }] }] },
+    { checkpoint: asked.firstSeenState.parent_checkpoint, streamMode: ["values"], streamSubgraphs: true });
   await until(() => texts().includes(process.env.EDITED_ANSWER), "the edited question's answer");
   await until(() => !expose.current.isLoading, "the run's end");
   assert.deepEqual(texts(), [process.env.EDITED_QUESTION, process.env.EDITED_ANSWER]);
