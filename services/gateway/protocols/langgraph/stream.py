@@ -106,7 +106,7 @@ class RunStream:
     thread_id: str
     before: list[dict[str, Any]]  # the thread's messages this run starts from (its question included)
     modes: frozenset[str] = frozenset(DEFAULT_MODES)
-    parent: str | None = None  # the checkpoint the run goes on from
+    parent: str | None = None  # its checkpoint's parent: its question's (checkpoints.py), or the turn before
     step: int = 0  # its checkpoint's depth on its branch
     trace: RunTrace = field(default_factory=RunTrace)
     extra: ModeFrames | None = field(default=None, init=False)  # the extra modes' frames, when asked

@@ -51,7 +51,7 @@ class ModeFrames:
 
     run_id: str
     thread_id: str
-    parent: str | None  # the checkpoint the run goes on from
+    parent: str | None  # its checkpoint's parent: its question's (checkpoints.py), or the turn before
     step: int  # the run's checkpoint's depth on its branch
     modes: frozenset[str]
     _text: dict[str, str] = field(default_factory=dict)  # message id → what streamed of it so far
