@@ -100,6 +100,13 @@ def _first_seen(history: list[dict[str, Any]], message_id: str) -> dict[str, Any
     return [s for s in history if message_id in [m["id"] for m in s["values"]["messages"]]][-1]
 
 
+def _shape(history: list[dict[str, Any]]) -> list[tuple[list[str], list[str], int | None]]:
+    """Each state's messages, next nodes and its parent's place in the list: a history without its ids."""
+    at = {s["checkpoint"]["checkpoint_id"]: n for n, s in enumerate(history)}
+    return [([m["content"] for m in s["values"]["messages"]], s["next"],
+             at.get((s["parent_checkpoint"] or {}).get("checkpoint_id"))) for s in history]
+
+
 def _said_to_model(srv: oai.OpenAIServer, call: int) -> list[str]:
     return [m["content"] for m in srv.requests()[call]["body"]["messages"] if m["role"] != "system"]
 
@@ -153,6 +160,11 @@ async def test_a_run_from_a_questions_checkpoint_answers_it_again_beside_the_fir
         assert _said_to_model(srv, 4) == ["Primero?"]
         empty = await client.threads.get_state("t-regen", checkpoint_id=start["parent_checkpoint"]["checkpoint_id"])
         assert empty["values"]["messages"] == [] and empty["parent_checkpoint"] is None
+
+        # A copy of the thread has the same checkpoints: its branches, and its answers made again.
+        twin = await client.threads.copy("t-regen")
+        assert _shape(await client.threads.get_history(twin["thread_id"], limit=50)) == _shape(
+            await client.threads.get_history("t-regen", limit=50))
 
         native = await stack.client("lg-user")
         with_input = await native.post("/lg/threads/t-regen/runs/wait", json={

@@ -11,6 +11,7 @@ from sqlalchemy import asc, desc
 from sqlmodel import Session, col, select
 
 from services.gateway.access.principal import Principal
+from services.gateway.chat import lineage
 from services.gateway.chat.tables import ChatMessage, ChatRun, Conversation
 from services.gateway.ids import new_id
 from services.gateway.pagination import MAX_OFFSET
@@ -130,8 +131,13 @@ def copy(session: Session, user: Principal, thread_id: str) -> Conversation:
         if run.ended_at is None:
             continue
         renamed[run.id] = new_id("t")
-        session.add(ChatRun(**{**run.model_dump(), "id": renamed[run.id], "conversation_id": twin.id}))
-    for message in session.exec(select(ChatMessage).where(ChatMessage.conversation_id == source.id)):
+        # Its links to other turns name their copies: the copy keeps the branches (chat/lineage.py).
+        follows = run.follows if run.follows == lineage.START else renamed.get(run.follows or "")
+        session.add(ChatRun(**{**run.model_dump(), "id": renamed[run.id], "conversation_id": twin.id,
+                               "follows": follows, "answers_again": renamed.get(run.answers_again or "")}))
+    # In the order said: the copies' new ids order a turn's messages as the originals' did.
+    for message in session.exec(select(ChatMessage).where(ChatMessage.conversation_id == source.id)
+                                .order_by(col(ChatMessage.run_seq), col(ChatMessage.id))):
         if message.run_id is not None and message.run_id not in renamed:
             continue
         session.add(ChatMessage(**{**message.model_dump(), "id": new_id("m"), "conversation_id": twin.id,
