@@ -6,6 +6,8 @@ from the first one to it, along those links."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlmodel import Session, col, select
 
 from services.gateway.chat.tables import ChatRun
@@ -18,12 +20,17 @@ START = "__start__"
 
 def links(session: Session, conversation_id: str) -> tuple[list[str], Links]:
     """The conversation's runs in seq order, and what each goes on from."""
-    rows = list(session.exec(select(ChatRun.id, ChatRun.follows).where(ChatRun.conversation_id == conversation_id)
-                             .order_by(col(ChatRun.seq))))
-    order = [run_id for run_id, _ in rows]
+    return links_of(session.exec(select(ChatRun.id, ChatRun.follows).where(ChatRun.conversation_id == conversation_id)
+                                 .order_by(col(ChatRun.seq))))
+
+
+def links_of(rows: Iterable[tuple[str, str | None]]) -> tuple[list[str], Links]:
+    """`links` of runs read already: each one's `(id, follows)`, in seq order."""
+    listed = list(rows)
+    order = [run_id for run_id, _ in listed]
     known = set(order)
     parent: Links = {}
-    for i, (run_id, follows) in enumerate(rows):
+    for i, (run_id, follows) in enumerate(listed):
         # A followed run that was removed (its turn rolled back or deleted): go on from the one before.
         parent[run_id] = None if follows == START else follows if follows in known else (order[i - 1] if i else None)
     return order, parent

@@ -80,15 +80,11 @@ def chain(runs: list[ChatRun], parents: lineage.Links, asked: set[str]) -> list[
     return out
 
 
-def of_thread(session: Session, thread_id: str) -> list[Checkpoint]:
+def of_thread(session: Session, thread_id: str) -> tuple[list[Checkpoint], lineage.Links]:
+    """The thread's checkpoints (`chain`), and what each of its runs goes on from."""
     runs = list(session.exec(select(ChatRun).where(ChatRun.conversation_id == thread_id).order_by(col(ChatRun.seq))))
-    _, parents = lineage.links(session, thread_id)
-    return chain(runs, parents, asking(session, thread_id))
-
-
-def own(session: Session, run: ChatRun) -> Checkpoint:
-    """`run`'s own checkpoint (its parent and step)."""
-    return next(c for c in of_thread(session, run.conversation_id) if c.id == run.id)
+    _, parents = lineage.links_of((run.id, run.follows) for run in runs)
+    return chain(runs, parents, asking(session, thread_id)), parents
 
 
 def asked_state(session: Session, run: ChatRun, parents: lineage.Links) -> list[dict[str, Any]]:

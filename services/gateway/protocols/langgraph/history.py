@@ -113,9 +113,8 @@ def states(session: Session, user: Principal, thread_id: str, interrupts: list[d
     """The thread's checkpoints, newest first: from `checkpoint` (itself included) or before
     `before` (itself excluded), those whose metadata has `metadata`, at most `limit`."""
     conversation = threads.load(session, user, thread_id)
-    points = checkpoints.of_thread(session, thread_id)
+    points, parents = checkpoints.of_thread(session, thread_id)
     ids = [p.id for p in points]
-    _, parents = lineage.links(session, thread_id)
     end = len(points)
     start_at, before = checkpoint_id_of(query.checkpoint), checkpoint_id_of(query.before)
     for wanted, offset in ((start_at, 1), (before, 0)):
@@ -137,10 +136,10 @@ def state_at(session: Session, user: Principal, thread_id: str, interrupts: list
              checkpoint_id: str | None) -> dict[str, Any]:
     """The thread's state at a checkpoint (None: its latest; a thread with no turn: empty)."""
     conversation = threads.load(session, user, thread_id)
-    points = checkpoints.of_thread(session, thread_id)
+    points, parents = checkpoints.of_thread(session, thread_id)
     if not points and checkpoint_id is None:
         return _empty(conversation)
     found = points[-1] if checkpoint_id is None else next((p for p in points if p.id == checkpoint_id), None)
     if found is None:
         raise checkpoints.not_found(thread_id, checkpoint_id or "")
-    return _state(session, conversation, found, lineage.links(session, thread_id)[1], interrupts)
+    return _state(session, conversation, found, parents, interrupts)

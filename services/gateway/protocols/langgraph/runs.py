@@ -151,13 +151,13 @@ def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCre
 
 
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
-    _, parents = lineage.links(session, run.conversation_id)
+    points, parents = checkpoints.of_thread(session, run.conversation_id)
     if (run.meta or {}).get("source") == "update":  # a turn that ran nothing: it starts with all it added
         before = threads.history(session, run.conversation_id, before_seq=run.seq + 1,
                                  runs=lineage.branch_of(parents, run.id))
     else:
         before = checkpoints.asked_state(session, run, parents)
-    own = checkpoints.own(session, run)
+    own = next(p for p in points if p.id == run.id)
     return RunStream(run.id, run.conversation_id, before, modes, parent=own.parent, step=own.step)
 
 
