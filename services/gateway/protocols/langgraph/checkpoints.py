@@ -24,6 +24,7 @@ from services.gateway.problems import ApiProblem
 from services.gateway.protocols.langgraph import messages, threads
 
 QUESTION_SUFFIX: Final = "-question"
+START: Final = lineage.START  # the id of the thread's start, its empty state before its first turn
 
 
 def question_id(run_id: str) -> str:
@@ -38,16 +39,13 @@ def question_run(checkpoint_id: str | None) -> str | None:
     return checkpoint_id[:-len(QUESTION_SUFFIX)] or None
 
 
-START: Final = lineage.START  # the thread's empty state, before its first turn
-
-
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
     id: str
     run: ChatRun | None  # None: the thread's start
     question: bool  # the question's checkpoint (the answer next) rather than the turn's own
     parent: str | None
-    step: int  # its depth on its branch, from 0
+    step: int  # its depth on its branch: -1 for the start, one more for each checkpoint after it
 
 
 def asking(session: Session, thread_id: str) -> set[str]:
