@@ -397,8 +397,8 @@ def main() -> None:
                              "model's time to first token is some hundreds of ms, e.g. 400)")
     parser.add_argument("--cluster", type=int, default=0, metavar="N",
                         help="run Agentix on the production topology: N routed nats-servers, JetStream "
-                             "replicas 3 (as deploy/compose.yml and `agentix up --cluster N`); default: the "
-                             "embedded single server")
+                             "replicas across them, 3 at most (as deploy/compose.yml and `agentix up --cluster N`); "
+                             "default: the embedded single server")
     args = parser.parse_args()
     exe = None if args.agentix_only else find_langgraph(args.langgraph)
     print(f"{os.cpu_count()} cores; {load()}; langgraph: {exe or 'left out'}; the model waits "

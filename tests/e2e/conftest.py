@@ -49,14 +49,14 @@ def tail_logs(log_dir: Path, lines: int = 30) -> str:
 def start_suite(data_dir: Path, extra_env: dict[str, str] | None = None,
                 cluster: list[str] | None = None) -> RunningSuite:
     """The services on an embedded server of their own, or on `cluster`'s servers with JetStream
-    replicas 3, as `agentix up --cluster` runs them."""
+    replicas across them (3 at most), as `agentix up --cluster` runs them."""
     nats = None if cluster else NatsServer(data_dir / "nats").start()
     servers = cluster if nats is None else [nats.url]
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AGENTIX_")},
         "AGENTIX_NATS_SERVERS": ",".join(servers),
-        **({"AGENTIX_JS_REPLICAS": "3"} if cluster else {}),
+        **({"AGENTIX_JS_REPLICAS": str(min(len(cluster), 3))} if cluster else {}),
         "AGENTIX_DATA_DIR": str(data_dir),
         "AGENTIX_SUBJECT_PREFIX": f"e{uuid.uuid4().hex[:8]}",
         "AGENTIX_HEARTBEAT_INTERVAL_S": "1",
