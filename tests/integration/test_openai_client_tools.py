@@ -201,6 +201,29 @@ async def test_previous_response_id_over_three_turns(stack: ChatStack, scripted:
         ("assistant", "Your name is Ada."), ("user", "How often did I ask?")]
 
 
+async def test_a_previous_responses_instructions_are_not_carried_over(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    """As OpenAI's: each response's `instructions` are its own (the Agents SDK sends them anew
+    with every call), so a chain is told the latest only, and lists none as its input items."""
+    scripted.script([oai.reply("Hello."), oai.reply("Bonjour."), oai.reply("Hallo.")])
+    async with sdk(stack, "responses-instructions") as ai:
+        one = await ai.responses.create(model="agentix-direct", input="Hi!", instructions="Answer in English.")
+        two = await ai.responses.create(model="agentix-direct", input="Again?", instructions="Answer in French.",
+                                        previous_response_id=one.id)
+        assert sent_turns(scripted) == [("user", "Hi!"), ("assistant", "Hello."), ("system", "Answer in French."),
+                                        ("user", "Again?")]
+        await ai.responses.create(model="agentix-direct", input="Once more?", instructions="Answer in German.",
+                                  previous_response_id=two.id)
+        said = sent_turns(scripted)
+        assert [text for role, text in said if role == "system"] == ["Answer in German."]
+        assert [text for role, text in said if role != "system"] == ["Hi!", "Hello.", "Again?", "Bonjour.",
+                                                                     "Once more?"]
+        listed = await ai.responses.input_items.list(two.id, order="asc")
+        assert [(i.type, i.role) for i in listed.data] == [("message", "user"), ("message", "assistant"),
+                                                            ("message", "user")]
+
+
 def sent_turns(srv: oai.OpenAIServer) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in srv.requests()[-1]["body"]["messages"][1:]]
 

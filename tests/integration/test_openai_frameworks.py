@@ -2,7 +2,8 @@
 real gateway and dispatcher (the scripted model server behind): LangChain's `ChatOpenAI` with
 `bind_tools` (chat completions and its Responses API mode) and `with_structured_output`, and
 the OpenAI Agents SDK — an `Agent` with a local `@function_tool` on `OpenAIResponsesModel` and on
-`OpenAIChatCompletionsModel`: the tool runs in the client, and the final answer uses its result."""
+`OpenAIChatCompletionsModel`: the tool runs in the client, and the final answer uses its result;
+an agent continued by `previous_response_id` is told its instructions once."""
 
 from __future__ import annotations
 
@@ -130,6 +131,22 @@ async def test_an_agents_sdk_agent_runs_its_function_tool_locally(
     messages = scripted.requests()[-1]["body"]["messages"]
     assert messages[-1]["role"] == "tool" and messages[-1]["tool_call_id"] == "call_ag"
     assert messages[-1]["content"] == "3C in Oslo"
+    await client.close()
+
+
+async def test_an_agents_sdk_agent_continued_by_previous_response_id_is_told_its_instructions_once(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.reply("First."), oai.reply("Second.")])
+    client = AsyncOpenAI(base_url=base_url(stack), api_key=await key(stack, "agents-chain"), max_retries=0, timeout=90)
+    agent = Agent(name="Chain", instructions="Be brief.", model=OpenAIResponsesModel(model="agentix-direct",
+                                                                                    openai_client=client))
+    first = await Runner.run(agent, "One?", run_config=RunConfig(tracing_disabled=True))
+    second = await Runner.run(agent, "Two?", previous_response_id=first.last_response_id,
+                              run_config=RunConfig(tracing_disabled=True))
+    assert second.final_output == "Second."
+    said = [(m["role"], m["content"]) for m in scripted.requests()[-1]["body"]["messages"][1:]]
+    assert said == [("user", "One?"), ("assistant", "First."), ("system", "Be brief."), ("user", "Two?")]
     await client.close()
 
 

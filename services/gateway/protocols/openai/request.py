@@ -195,6 +195,7 @@ class Prompt(BaseModel):
     client: ClientChoices = Field(default_factory=ClientChoices)
     parts: list[dict[str, Any]] | None = None  # the last user message's parts, when it carries images
     image_parts: list[str] = Field(default_factory=list)  # where the request's images are (`param`s)
+    instructions_at: int | None = None  # where in `history` the Responses API's `instructions` are
 
     @property
     def carries_tool_turns(self) -> bool:

@@ -277,8 +277,10 @@ def prompt_of(body: ResponseRequest, earlier: list[dict[str, Any]] | None = None
         _one_turn_of_a_conversation(body, turns)
     instructions = [{"role": "system", "content": body.instructions}] if body.instructions else []
     images = image_params(items)
+    at = len(earlier or []) if instructions else None  # the instructions are this response's own
     if last["role"] == "tool":
-        return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client, image_parts=images)
+        return Prompt(text="", history=[*(earlier or []), *instructions, *turns], client=client, image_parts=images,
+                      instructions_at=at)
     parts = last["content"] if isinstance(last["content"], list) else None
     return Prompt(text=content_text(last["content"]), history=[*(earlier or []), *instructions, *turns[:-1]],
-                  client=client, parts=parts, image_parts=images)
+                  client=client, parts=parts, image_parts=images, instructions_at=at)

@@ -100,7 +100,7 @@ async def create_response(body: response_input.ResponseRequest, request: Request
     new_feed = NewRunFeed(request.app.state.run_feeds if body.stream else None)
     try:
         started = await start.start(db, bus, user, assistant, prompt, wish, grey, new_feed.open)
-        created_at = await db.run(stored.remember, started.run_id, body)
+        created_at = await db.run(stored.remember, started.run_id, body, prompt.instructions_at)
         request.state.audit_target = f"run_id={started.run_id}"
         headers = {"X-Agentix-Run-Id": started.run_id}
         frames = responses.ResponseFrames(Translator.for_mode(started, assistant.mode), body.model, body,

@@ -32,6 +32,9 @@ PREFIX: Final = "resp_"
 DELETED: Final = "response_deleted"  # set in a task's `options` once its response is deleted
 # A task's `options` key: the request's fields the response object repeats (`remember`).
 ASKED: Final = "response_request"
+# Another: where in the run's history its `instructions` are (they are the response's own: a
+# response that continues it is not given them, and its input items do not list them).
+INSTRUCTIONS_AT: Final = "instructions_at"
 _NOT_REPEATED: Final = frozenset({"input", "stream", "stream_options"})
 
 
@@ -53,14 +56,14 @@ def _task(session: Session, user: Principal, run_id: str) -> Task:
     return task
 
 
-def _input_of(session: Session, user: Principal, run_id: str) -> dict[str, Any]:
-    return dict(_task(session, user, run_id).input or {})
-
-
-def _turns_given(given: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chat-format turns a run was given: its history, then the user's words (none when the
-    last turns were tool results)."""
-    turns = [t for t in given.get("history") or [] if isinstance(t, dict)]
+def _turns_given(session: Session, user: Principal, run_id: str) -> list[dict[str, Any]]:
+    """The chat-format turns a run was given, its instructions left out: its history, then the
+    user's words (none when the last turns were tool results)."""
+    task = _task(session, user, run_id)
+    given = dict(task.input or {})
+    history = given.get("history") or []
+    instructions_at = (task.options or {}).get(INSTRUCTIONS_AT)
+    turns = [t for at, t in enumerate(history) if isinstance(t, dict) and at != instructions_at]
     text = str(given.get("text") or "")
     return [*turns, {"role": "user", "content": text}] if text else turns
 
@@ -95,8 +98,8 @@ async def input_items(db: Database, user: Principal, response_id: str, order: st
     """The items the response's run was given (the earlier turns, then the user's), as
     `input_items` lists them: newest first unless `order=asc`, in one page."""
     run_id = _run_id(response_id)
-    given = await db.run(_input_of, user, run_id)
-    items = [item for index, turn in enumerate(_turns_given(given)) for item in _items_of(turn, run_id, index)]
+    given = await db.run(_turns_given, user, run_id)
+    items = [item for index, turn in enumerate(given) for item in _items_of(turn, run_id, index)]
     if order != "asc":
         items.reverse()
     return {"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
@@ -109,7 +112,7 @@ async def previous_turns(state: Any, db: Database, bus: Bus, user: Principal, re
     turns it was given, so a chain of any length is one read. A response still going is waited
     for; one that failed cannot be continued (400)."""
     run_id = _run_id(response_id)
-    given = await db.run(_input_of, user, run_id)
+    given = await db.run(_turns_given, user, run_id)
     frames, live = await frames_of(db, user, response_id, False)
     answered = await whole(state, bus, frames, live)
     if answered["status"] not in ("completed", "incomplete"):
@@ -121,20 +124,22 @@ async def previous_turns(state: Any, db: Database, bus: Bus, user: Principal, re
     said: dict[str, Any] = {"role": "assistant", "content": translator.text or None}
     if translator.tool_calls:
         said["tool_calls"] = translator.tool_calls
-    return [*_turns_given(given), said]
+    return [*given, said]
 
 
-def remember(session: Session, run_id: str, body: ResponseRequest) -> int | None:
+def remember(session: Session, run_id: str, body: ResponseRequest, instructions_at: int | None = None) -> int | None:
     """Keep with the run's task what the response object repeats of its request (`model`,
     `instructions`, `metadata`, `background`, the tools and sampling…), so that `GET
-    /v1/responses/{id}` answers the object `POST` did; the task's creation time, the object's
-    `created_at`. A conversation's run held behind another has no task yet (and is no response
-    to read until it starts): it keeps nothing (None)."""
+    /v1/responses/{id}` answers the object `POST` did, and where its instructions are in its
+    history (`Prompt.instructions_at`); the task's creation time, the object's `created_at`. A
+    conversation's run held behind another has no task yet (and is no response to read until it
+    starts): it keeps nothing (None)."""
     task = session.get(Task, run_id)
     if task is None:
         return None
     asked = body.model_dump(mode="json", exclude=set(_NOT_REPEATED), exclude_none=True)
-    task.options = {**(task.options or {}), ASKED: asked}
+    task.options = {**(task.options or {}), ASKED: asked,
+                    **({INSTRUCTIONS_AT: instructions_at} if instructions_at is not None else {})}
     session.add(task)
     return _created_at(task)
 
