@@ -467,10 +467,10 @@ async def test_responses_create_and_stream_with_the_sdk(stack: ChatStack, script
         assert made.status == "completed"
         assert made.output_text == "Paris is the capital."
         assert made.id.startswith("resp_")
-        given = [i async for i in ai.responses.input_items.list(made.id)]  # newest first
+        given = [i async for i in ai.responses.input_items.list(made.id)]  # newest first, its instructions apart
         assert [(i.role, i.content[0].text) for i in given] == [  # type: ignore[union-attr]
-            ("user", "What is the capital?"), ("assistant", "Noted."),
-            ("user", "Remember: the capital is Paris."), ("system", "Be brief.")]
+            ("user", "What is the capital?"), ("assistant", "Noted."), ("user", "Remember: the capital is Paris.")]
+        assert made.instructions == "Be brief."
         assert made.usage is not None and (made.usage.input_tokens, made.usage.output_tokens) == (12, 4)
         assert sent_messages(scripted)[1:] == [
             {"role": "system", "content": "Be brief."},
@@ -500,7 +500,7 @@ async def test_responses_create_and_stream_with_the_sdk(stack: ChatStack, script
 @pytest.mark.parametrize(("param", "extra"), [
     ("tools[0].type", {"tools": [{"type": "web_search"}]}),
     ("background", {"background": True, "store": False}),
-    ("reasoning.summary", {"reasoning": {"effort": "high", "summary": "auto"}}),
+    ("reasoning.summary", {"reasoning": {"effort": "high", "summary": "concise"}}),
     ("truncation", {"truncation": "auto"}),
     ("input[0].type", {"input": [{"type": "file_search_call", "id": "fs_1", "queries": [], "status": "completed"}]}),
 ])

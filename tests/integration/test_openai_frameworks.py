@@ -3,7 +3,8 @@ real gateway and dispatcher (the scripted model server behind): LangChain's `Cha
 `bind_tools` (chat completions and its Responses API mode) and `with_structured_output`, and
 the OpenAI Agents SDK — an `Agent` with a local `@function_tool` on `OpenAIResponsesModel` and on
 `OpenAIChatCompletionsModel`: the tool runs in the client, and the final answer uses its result;
-an agent continued by `previous_response_id` is told its instructions once."""
+an agent continued by `previous_response_id` is told its instructions once (with reasoning
+summaries `auto`, as the SDK's docs set them for reasoning models)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import openai
 import pytest
 from agents import (
     Agent,
+    ModelSettings,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
     RunConfig,
@@ -24,6 +26,7 @@ from agents import (
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from openai import AsyncOpenAI
+from openai.types.shared import Reasoning
 from pydantic import BaseModel
 
 from tests.integration import test_openai_compat as compat
@@ -139,14 +142,17 @@ async def test_an_agents_sdk_agent_continued_by_previous_response_id_is_told_its
 ) -> None:
     scripted.script([oai.reply("First."), oai.reply("Second.")])
     client = AsyncOpenAI(base_url=base_url(stack), api_key=await key(stack, "agents-chain"), max_retries=0, timeout=90)
+    # With the reasoning settings the SDK's docs show for reasoning models: summaries `auto`.
     agent = Agent(name="Chain", instructions="Be brief.", model=OpenAIResponsesModel(model="agentix-direct",
-                                                                                    openai_client=client))
+                                                                                    openai_client=client),
+                  model_settings=ModelSettings(reasoning=Reasoning(effort="low", summary="auto")))
     first = await Runner.run(agent, "One?", run_config=RunConfig(tracing_disabled=True))
     second = await Runner.run(agent, "Two?", previous_response_id=first.last_response_id,
                               run_config=RunConfig(tracing_disabled=True))
     assert second.final_output == "Second."
     said = [(m["role"], m["content"]) for m in scripted.requests()[-1]["body"]["messages"][1:]]
     assert said == [("user", "One?"), ("assistant", "First."), ("system", "Be brief."), ("user", "Two?")]
+    assert scripted.requests()[-1]["body"]["reasoning_effort"] == "low"
     await client.close()
 
 

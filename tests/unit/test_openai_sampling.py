@@ -101,7 +101,8 @@ def response(**extra: Any) -> ResponseRequest:
 
 
 def test_the_responses_sampling_choices_reach_the_agent_config() -> None:
-    body = response(temperature=0.1, top_p=0.5, max_output_tokens=64, reasoning={"effort": "high"}, user="u-2",
+    body = response(temperature=0.1, top_p=0.5, max_output_tokens=64, reasoning={"effort": "high", "summary": "auto"},
+                    user="u-2",
                     safety_identifier="s-2", text={"verbosity": "low"}, truncation="disabled", service_tier="default",
                     metadata={"trace": "t1"}, store=True, prompt_cache_key="pk")
     assert response_prompt_of(body).client.agent_config() == {"temperature": 0.1, "max_tokens": 64, "sampling": {
@@ -109,7 +110,7 @@ def test_the_responses_sampling_choices_reach_the_agent_config() -> None:
 
 
 @pytest.mark.parametrize(("extra", "field", "code"), [
-    ({"reasoning": {"effort": "high", "summary": "auto"}}, "reasoning.summary", "unsupported_parameter"),
+    ({"reasoning": {"effort": "high", "summary": "detailed"}}, "reasoning.summary", "unsupported_parameter"),
     ({"reasoning": {"generate_summary": "concise"}}, "reasoning.generate_summary", "unsupported_parameter"),
     ({"reasoning": {"effort": "maximal"}}, "reasoning.effort", "invalid_value"),
     ({"reasoning": {"budget": 100}}, "reasoning.budget", "unknown_parameter"),

@@ -107,9 +107,12 @@ def check_params(body: ResponseRequest) -> None:
     unknown = next((k for k in body.reasoning or {} if k not in ("effort", "summary", "generate_summary")), None)
     if unknown is not None:
         params.refuse_unknown({f"reasoning.{unknown}": True})
-    params.refuse_set([(f"reasoning.{k}", (body.reasoning or {}).get(k),
+    # `auto` asks for what the model can give, which is what a response always has: the model's
+    # reasoning as it streams it (a `reasoning` item); a summary of a chosen detail is not made.
+    params.refuse_set([(f"reasoning.{k}", (body.reasoning or {}).get(k) not in (None, "auto"),
                         "the model's reasoning is passed on as it streams it (a `reasoning` item), not "
-                        "summarized on request.") for k in ("summary", "generate_summary")])
+                        "summarized on request (`auto` takes it as it comes).")
+                       for k in ("summary", "generate_summary")])
     unknown = next((k for k in body.stream_options or {} if k != "include_obfuscation"), None)
     if unknown is not None:
         params.refuse_unknown({f"stream_options.{unknown}": True})
