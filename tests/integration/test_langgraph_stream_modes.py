@@ -47,13 +47,17 @@ async def test_every_extra_mode_streams_what_langgraph_clients_read(scripted: Se
         ended = [t for t in tasks if "result" in t]
         assert "ans" in {t["name"] for t in started} and {t["id"] for t in started} == {t["id"] for t in ended}
 
-        [checkpoint] = [p.data for p in parts if p.event == "checkpoints"]
+        # The run's two checkpoints, as history shows them: its question's, then its own.
+        question, checkpoint = [p.data for p in parts if p.event == "checkpoints"]
         assert checkpoint["config"]["configurable"]["checkpoint_id"] == run_id
-        asked = checkpoint["parent_config"]["configurable"]["checkpoint_id"]  # the state with its question
+        asked = checkpoint["parent_config"]["configurable"]["checkpoint_id"]
+        assert question["config"]["configurable"]["checkpoint_id"] == asked and question["next"] == ["ans"]
+        assert question["parent_config"]["configurable"]["checkpoint_id"] == first_id
         history = await client.threads.get_history("t-extra")
         assert checkpoint["values"] == history[0]["values"] and checkpoint["next"] == []
-        assert history[1]["checkpoint"]["checkpoint_id"] == asked
-        assert history[1]["parent_checkpoint"]["checkpoint_id"] == first_id
+        assert question["values"] == history[1]["values"]
+        assert [(c["metadata"]["step"], c["config"]["configurable"]["checkpoint_id"]) for c in (question, checkpoint)] \
+            == [(h["metadata"]["step"], h["checkpoint"]["checkpoint_id"]) for h in history[1::-1]]
         debug = [p.data["type"] for p in parts if p.event == "debug"]
         assert debug[-1] == "checkpoint" and {"task", "task_result"} <= set(debug)
 

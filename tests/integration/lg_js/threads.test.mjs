@@ -52,7 +52,7 @@ test("a run from an older checkpoint branches, streamed in the extra modes", asy
   for (const name of ["messages/partial", "messages/complete", "events", "tasks", "checkpoints", "debug"]) {
     assert.ok(names.has(name), name);
   }
-  const checkpoint = seen.find((p) => p.event === "checkpoints").data;
+  const checkpoint = seen.filter((p) => p.event === "checkpoints").at(-1).data;  // the turn's own, after its question's
   assert.deepEqual(checkpoint.values.messages.map((m) => m.content), ["A?", "Four.", "B again?", "Six."]);
   const history = await client.threads.getHistory(thread.thread_id, { limit: 10 });
   assert.equal(history.length, 7);  // the start, then a question and an answer per turn

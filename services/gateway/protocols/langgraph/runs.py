@@ -158,7 +158,9 @@ def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStre
     else:
         before = checkpoints.asked_state(session, run, parents)
     own = next(p for p in points if p.id == run.id)
-    return RunStream(run.id, run.conversation_id, before, modes, parent=own.parent, step=own.step)
+    asked = next((p for p in points if p.question and p.id == own.parent and p.run is run), None)
+    return RunStream(run.id, run.conversation_id, before, modes, parent=own.parent, step=own.step,
+                     asked_from=asked.parent if asked is not None else None)
 
 
 def stream_for(session: Session, user: Principal, thread_id: str, run_id: str, stream_mode: Any) -> RunStream:

@@ -108,12 +108,13 @@ class RunStream:
     modes: frozenset[str] = frozenset(DEFAULT_MODES)
     parent: str | None = None  # its checkpoint's parent: its question's (checkpoints.py), or the turn before
     step: int = 0  # its checkpoint's depth on its branch
+    asked_from: str | None = None  # the parent of its question's checkpoint, when the run made that one
     trace: RunTrace = field(default_factory=RunTrace)
     extra: ModeFrames | None = field(default=None, init=False)  # the extra modes' frames, when asked
 
     def __post_init__(self) -> None:
         if self.modes & EXTRA_MODES:
-            self.extra = ModeFrames(self.run_id, self.thread_id, self.parent, self.step, self.modes)
+            self.extra = ModeFrames(self.run_id, self.thread_id, self.parent, self.step, self.modes, self.asked_from)
 
     def state(self, interrupt: dict[str, Any] | None = None) -> dict[str, Any]:
         said = list(self.before)

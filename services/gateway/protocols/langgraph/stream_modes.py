@@ -10,8 +10,9 @@ same run events as those (stream.py's `RunStream` calls in here; no stream of th
   node's model, `on_tool_start {input}`/`on_tool_end {output}` for a tool call.
 - `tasks`: `{id, name, input, triggers}` when a node starts, `{id, name, error, result,
   interrupts}` when it ends (`result`: its writes, `[[channel, value]]`).
-- `checkpoints`: the turn's checkpoint once the run ends or waits, `{config, parent_config,
-  values, metadata, next, tasks}` (as `GET /threads/{id}/history` shows it afterwards).
+- `checkpoints`: the checkpoint of the run's question when it opens (if the run made it), then
+  the turn's own once the run ends or waits, `{config, parent_config, values, metadata, next,
+  tasks}` (as `GET /threads/{id}/history` shows them afterwards).
 - `debug`: the last two wrapped as LangGraph's debug frames, `{type: task | task_result |
   checkpoint, timestamp, step, payload}`.
 
@@ -54,6 +55,7 @@ class ModeFrames:
     parent: str | None  # its checkpoint's parent: its question's (checkpoints.py), or the turn before
     step: int  # the run's checkpoint's depth on its branch
     modes: frozenset[str]
+    asked_from: str | None = None  # the parent of its question's checkpoint, when the run made that one
     _text: dict[str, str] = field(default_factory=dict)  # message id → what streamed of it so far
     _tasks: dict[str, str] = field(default_factory=dict)  # node id → the id of its running task
     _tools: dict[str, str] = field(default_factory=dict)  # call id → its tool
@@ -70,9 +72,16 @@ class ModeFrames:
                           "metadata": {} if node is None else self._meta(node), "data": data}
 
     def opening(self, state: dict[str, Any]) -> list[Frame]:
-        if "events" not in self.modes:
-            return []
-        return [self._event(GRAPH_NAME, "on_chain_start", self.run_id, {"input": state})]
+        """The run's start, and the checkpoint of its question when the run made it (its state is
+        the run's opening state; a run that answers a question again starts at that one's)."""
+        out: list[Frame] = []
+        if "events" in self.modes:
+            out.append(self._event(GRAPH_NAME, "on_chain_start", self.run_id, {"input": state}))
+        if self.parent is not None and self.asked_from is not None:
+            task: dict[str, Any] = {"id": self.run_id, "name": ANSWER_NODE, "interrupts": [], "state": None}
+            out.extend(self._checkpoint(self.parent, self.asked_from, self.step - 1, state, [ANSWER_NODE], [task],
+                                        None))
+        return out
 
     def token(self, event: TokenEvent) -> list[Frame]:
         node = event.node_id or ANSWER_NODE
@@ -146,24 +155,27 @@ class ModeFrames:
     def checkpoint(self, state: dict[str, Any], event: AnyEvent | None,
                    interrupt: dict[str, Any] | None = None) -> list[Frame]:
         """The turn's checkpoint, once the run ended (`interrupt` None) or waits on `interrupt`."""
+        node = interrupt["value"]["node_id"] if interrupt is not None else None
+        tasks = [] if interrupt is None else [{"id": interrupt["id"], "name": node, "interrupts": [interrupt],
+                                               "state": None}]
+        return self._checkpoint(self.run_id, self.parent, self.step, state, [node] if node else [], tasks, event)
+
+    def _checkpoint(self, checkpoint_id: str, parent: str | None, step: int, state: dict[str, Any], nodes: list[str],
+                    tasks: list[dict[str, Any]], event: AnyEvent | None) -> list[Frame]:
         if not self.modes & {"checkpoints", "debug"}:
             return []
-        node = interrupt["value"]["node_id"] if interrupt is not None else None
         payload = {
-            "config": self._config(self.run_id), "parent_config": self._config(self.parent),
+            "config": self._config(checkpoint_id), "parent_config": self._config(parent),
             "values": {k: v for k, v in state.items() if k != "__interrupt__"},
-            "metadata": {"source": "loop", "step": self.step, "run_id": self.run_id, "thread_id": self.thread_id,
+            "metadata": {"source": "loop", "step": step, "run_id": self.run_id, "thread_id": self.thread_id,
                          "parents": {}},
-            "next": [node] if node else [],
-            "tasks": [] if interrupt is None else [{"id": interrupt["id"], "name": node, "interrupts": [interrupt],
-                                                    "state": None}],
+            "next": nodes, "tasks": tasks,
         }
         out: list[Frame] = []
         if "checkpoints" in self.modes:
             out.append(("checkpoints", payload))
         if "debug" in self.modes:
-            out.append(("debug", {"type": "checkpoint", "timestamp": _ts(event), "step": self.step,
-                                  "payload": payload}))
+            out.append(("debug", {"type": "checkpoint", "timestamp": _ts(event), "step": step, "payload": payload}))
         return out
 
     def closing(self, state: dict[str, Any]) -> list[Frame]:
