@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 log = logging.getLogger("agentix.aio")
@@ -37,3 +38,16 @@ async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
     with contextlib.suppress(asyncio.CancelledError):
         if task.exception() is not None:
             log.warning("%s ended with an error while stopping", task.get_name(), exc_info=task.exception())
+
+
+_spawned: set[asyncio.Future[Any]] = set()
+
+
+def spawn(work: Awaitable[Any], name: str) -> None:
+    """Run `work` on its own, awaited by nobody: kept referenced until it ends (the loop holds
+    its tasks weakly, so an unreferenced one may vanish mid-way). `work` reports its own errors."""
+    task = asyncio.ensure_future(work)
+    if isinstance(task, asyncio.Task):
+        task.set_name(name)
+    _spawned.add(task)
+    task.add_done_callback(_spawned.discard)

@@ -224,6 +224,34 @@ async def test_a_previous_responses_instructions_are_not_carried_over(
                                                             ("message", "user")]
 
 
+async def test_a_response_not_stored_is_answered_then_forgotten(stack: ChatStack, scripted: oai.OpenAIServer) -> None:
+    """`store: false` (the Agents SDK's `ModelSettings(store=False)`, LangChain's `store=False`):
+    answered, streamed or whole, then never readable again, and its input, output and events
+    removed as `DELETE` removes them; the task's record stays (usage, cost)."""
+    scripted.script([oai.reply("Kept to myself."), oai.reply("Streamed, then gone.", chunk_chars=4)])
+    async with sdk(stack, "responses-unstored") as ai:
+        whole = await ai.responses.create(model="agentix-direct", input="A secret?", store=False)
+        assert (whole.status, whole.output_text) == ("completed", "Kept to myself.")
+        async with ai.responses.stream(model="agentix-direct", input="Another?", store=False) as events:
+            streamed = await events.get_final_response()
+        assert streamed.output_text == "Streamed, then gone."
+        for gone in (whole, streamed):
+            with pytest.raises(openai.NotFoundError):
+                await ai.responses.retrieve(gone.id)
+            with pytest.raises(openai.NotFoundError):
+                await ai.responses.input_items.list(gone.id)
+            with pytest.raises(openai.NotFoundError):
+                await ai.responses.create(model="agentix-direct", input="Go on", previous_response_id=gone.id)
+    native = await stack.client("responses-unstored")
+    for gone in (whole, streamed):  # emptied before the client had the response's end
+        run_id = gone.id.removeprefix("resp_")
+        task = (await native.get(f"/api/v1/tasks/{run_id}")).json()
+        assert task["status"] == "done" and task["usage"]["completion_tokens"] > 0
+        assert task["output"] is None and not task["input"]
+        events = await native.get(f"/api/v1/tasks/{run_id}/events")
+        assert "Kept to myself" not in events.text and "Streamed, then gone" not in events.text
+
+
 def sent_turns(srv: oai.OpenAIServer) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in srv.requests()[-1]["body"]["messages"][1:]]
 

@@ -533,6 +533,29 @@ async def test_a_responses_stream_left_early_cancels_its_run(stack: ChatStack, s
     await eventually(cancelled, attempts=int(WAIT_S / 0.05), every_s=0.05)
 
 
+async def test_a_response_not_stored_whose_stream_was_left_is_forgotten_once_its_run_ends(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.hang("The start of a secret", seconds=600)])
+    async with sdk(stack, "responses-unstored-leaver") as ai:
+        raw = await ai.responses.with_raw_response.create(model="agentix-direct", stream=True, input="Tell me",
+                                                          store=False)
+        events = raw.parse()
+        async for event in events:
+            if event.type == "response.output_text.delta":
+                break  # the answer is under way: leave (the run is cancelled)
+        await events.close()
+    client = await native(stack, "responses-unstored-leaver")
+    run_id = raw.headers["X-Agentix-Run-Id"]
+
+    async def emptied() -> dict[str, Any] | None:
+        task: dict[str, Any] = (await client.get(f"/api/v1/tasks/{run_id}")).json()
+        return task if task["status"] == "cancelled" and not task["input"] else None
+
+    await eventually(emptied, attempts=int(WAIT_S / 0.05), every_s=0.05)
+    assert "The start of a secret" not in (await client.get(f"/api/v1/tasks/{run_id}/events")).text
+
+
 async def test_a_response_is_retrieved_replayed_from_a_sequence_number_and_cancelled(
     stack: ChatStack, scripted: oai.OpenAIServer,
 ) -> None:

@@ -63,6 +63,7 @@ async def test_another_users_or_an_unknown_conversation_is_a_404(stack: ChatStac
     ("input", "unsupported_parameter", {"input": [{"role": "user", "content": "Hi"},
                                                   {"role": "user", "content": "Again"}]}),
     ("tools", "unsupported_parameter", {"tools": [{"type": "function", "name": "f"}]}),
+    ("store", "unsupported_parameter", {"store": False}),  # a conversation keeps its turns
 ])
 async def test_what_a_conversations_turn_cannot_take_is_a_400_naming_it(
     stack: ChatStack, scripted: oai.OpenAIServer, param: str, code: str, extra: dict[str, Any],

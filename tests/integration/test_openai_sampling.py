@@ -101,7 +101,7 @@ async def test_a_chat_parameter_unknown_or_out_of_range_is_a_400_naming_it(
 @pytest.mark.parametrize(("param", "code", "extra"), [
     ("frequency_penalty", "unknown_parameter", {"frequency_penalty": 0.5}),  # the chat's, not the Responses API's
     ("reasoning.effort", "invalid_value", {"reasoning": {"effort": "maximal"}}),
-    ("store", "unsupported_parameter", {"store": False}),
+    ("truncation", "unsupported_parameter", {"truncation": "auto"}),
 ])
 async def test_a_responses_parameter_unknown_or_not_honoured_is_a_400_naming_it(
     stack: ChatStack, scripted: oai.OpenAIServer, param: str, code: str, extra: dict[str, Any],

@@ -114,7 +114,7 @@ def test_the_responses_sampling_choices_reach_the_agent_config() -> None:
     ({"reasoning": {"generate_summary": "concise"}}, "reasoning.generate_summary", "unsupported_parameter"),
     ({"reasoning": {"effort": "maximal"}}, "reasoning.effort", "invalid_value"),
     ({"reasoning": {"budget": 100}}, "reasoning.budget", "unknown_parameter"),
-    ({"store": False}, "store", "unsupported_parameter"),
+    ({"store": False, "background": True}, "background", "unsupported_parameter"),
     ({"truncation": "auto"}, "truncation", "unsupported_parameter"),
     ({"service_tier": "priority"}, "service_tier", "unsupported_parameter"),
     ({"top_p": 2}, "top_p", "invalid_value"),

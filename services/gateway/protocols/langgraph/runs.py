@@ -5,7 +5,6 @@ messages first, or instead of a model call (command.py); statuses map as in docs
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from services.gateway.runs.stream import run_frames
 from services.gateway.runs.submit import BeforeQueue
 from services.gateway.tables import Task, aware
 from services.gateway.triggers import deliveries
+from shared.aio import spawn
 from shared.bus import Bus
 from shared.bus.events import last_event
 from shared.contract.events import ApprovalRequestEvent
@@ -367,16 +367,6 @@ async def wait(state: Any, db: Database, bus: Bus, started: Started) -> dict[str
     return translator.values
 
 
-_cleanups: set[asyncio.Task[None]] = set()  # stateless runs' threads, deleted once their run ends
-
-
-def _spawn(work: Awaitable[None], name: str) -> None:
-    task = asyncio.ensure_future(work)
-    task.set_name(name)
-    _cleanups.add(task)
-    task.add_done_callback(_cleanups.discard)
-
-
 def cancel_when_dropped(db: Database, bus: Bus, user: Principal, run: ChatRun) -> Callable[[], None]:
     """`on_disconnect: cancel`: what to call when the reader left before the stream's end."""
 
@@ -386,7 +376,7 @@ def cancel_when_dropped(db: Database, bus: Bus, user: Principal, run: ChatRun) -
         except Exception as exc:  # ended meanwhile, or the bus went away
             log.info("run %s not cancelled on disconnect: %s", run.id, exc)
 
-    return lambda: _spawn(stop(), f"lg-disconnect-{run.id}")
+    return lambda: spawn(stop(), f"lg-disconnect-{run.id}")
 
 
 async def start_stateless(state: Any, db: Database, bus: Bus, user: Principal, body: RunCreate,
@@ -412,6 +402,6 @@ async def start_stateless(state: Any, db: Database, bus: Bus, user: Principal, b
     def done() -> None:
         if body.on_completion == "keep":
             return
-        _spawn(remove_when_ended(), f"lg-stateless-{conversation.id}")
+        spawn(remove_when_ended(), f"lg-stateless-{conversation.id}")
 
     return started, done

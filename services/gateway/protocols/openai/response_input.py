@@ -96,9 +96,6 @@ def check_params(body: ResponseRequest) -> None:
     if body.background and body.store is False:
         raise refuse("background", "a background response is read again by GET /v1/responses/{id}: it needs "
                                    "`store` true (or left out).")
-    if body.store is False:
-        raise refuse("store", "a response is its run, kept for GET, input_items and previous_response_id; "
-                              "remove one with DELETE /v1/responses/{id}.")
     if body.truncation not in (None, "disabled"):
         raise refuse("truncation", "Agentix never drops turns to fit the model's context (`disabled`): an input "
                                    "too long is an error.")
@@ -251,6 +248,8 @@ def _one_turn_of_a_conversation(body: ResponseRequest, turns: list[dict[str, Any
     why = "a conversation's run is given the user's new message only (the conversation holds the rest)."
     if body.instructions:
         raise refuse("instructions", why)
+    if body.store is False:
+        raise refuse("store", "a conversation keeps its turns (delete the conversation to remove them).")
     if len(turns) > 1:
         raise refuse("input", f"{why} Send one user message.")
 

@@ -110,10 +110,15 @@ async def create_response(body: response_input.ResponseRequest, request: Request
         if body.background and not body.stream:  # answered at once: the run goes on, read by GET
             return JSONResponse(frames.response("queued"), headers=headers)
         if not body.stream:
-            return JSONResponse(await responses.whole(request.app.state, bus, frames), headers=headers)
+            answered = await responses.whole(request.app.state, bus, frames)
+            if body.store is False:
+                await stored.forget(request.app.state, db, bus, user, started.run_id)
+            return JSONResponse(answered, headers=headers)
         # A background run, or a conversation's, is not the stream's: leaving the stream leaves it be.
         owner = not body.background and started.conversation_id is None
         events = responses.streamed(request.app.state, db, bus, user, frames, owner=owner)
+        if body.store is False:
+            events = stored.forgotten_after(events, request.app.state, db, bus, user, frames)
         response = sse_response(events, headers, ping_s=stream.PING_S)
         new_feed.handed_over()
         return response

@@ -10,6 +10,8 @@ count), which is marked so that the response is a 404 from then on."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from sqlmodel import Session, select
@@ -25,11 +27,14 @@ from services.gateway.protocols.openai.translate import Translator
 from services.gateway.runs import submit as tasks
 from services.gateway.runs.views import current_task_view, load_owned
 from services.gateway.tables import Task, TaskNode, aware
+from shared.aio import spawn
 from shared.bus import Bus
 from shared.contract.task import TERMINAL
 
+log = logging.getLogger("agentix.gateway.openai")
 PREFIX: Final = "resp_"
 DELETED: Final = "response_deleted"  # set in a task's `options` once its response is deleted
+UNSTORED: Final = "response_unstored"  # set for a response asked with `store: false`: never read again
 # A task's `options` key: the request's fields the response object repeats (`remember`).
 ASKED: Final = "response_request"
 # Another: where in the run's history its `instructions` are (they are the response's own: a
@@ -51,7 +56,7 @@ def _task(session: Session, user: Principal, run_id: str) -> Task:
         task = load_owned(session, user, run_id)
     except ApiProblem as exc:
         raise missing from exc
-    if (task.options or {}).get(DELETED):
+    if (task.options or {}).get(DELETED) or (task.options or {}).get(UNSTORED):
         raise missing
     return task
 
@@ -139,7 +144,8 @@ def remember(session: Session, run_id: str, body: ResponseRequest, instructions_
         return None
     asked = body.model_dump(mode="json", exclude=set(_NOT_REPEATED), exclude_none=True)
     task.options = {**(task.options or {}), ASKED: asked,
-                    **({INSTRUCTIONS_AT: instructions_at} if instructions_at is not None else {})}
+                    **({INSTRUCTIONS_AT: instructions_at} if instructions_at is not None else {}),
+                    **({UNSTORED: True} if getattr(body, "store", None) is False else {})}
     session.add(task)
     return _created_at(task)
 
@@ -191,12 +197,22 @@ def _forget(session: Session, user: Principal, run_id: str) -> None:
                          type_="not_found")
     if task.status not in TERMINAL:
         raise ApiProblem(409, "Conflict", f"The response `{PREFIX}{run_id}` is still going: cancel it first.")
+    _empty(session, task)
+
+
+def _empty(session: Session, task: Task) -> None:
     task.input, task.output = {}, None
     task.options = {**(task.options or {}), DELETED: True}
     session.add(task)
-    for node in session.exec(select(TaskNode).where(TaskNode.task_id == run_id)):
+    for node in session.exec(select(TaskNode).where(TaskNode.task_id == task.id)):
         node.output_preview = None
         session.add(node)
+
+
+def _empty_unstored(session: Session, run_id: str) -> None:
+    task = session.get(Task, run_id)
+    if task is not None:
+        _empty(session, task)
 
 
 async def delete(state: Any, db: Database, bus: Bus, user: Principal, response_id: str) -> dict[str, Any]:
@@ -206,6 +222,48 @@ async def delete(state: Any, db: Database, bus: Bus, user: Principal, response_i
     await db.run(_owned, user, run_id)
     await current_task_view(db, bus, state.record_watch, user, run_id)
     await db.run(_forget, user, run_id)
-    # The run's events hold its answer (and its input, in the task's first event): gone too.
-    await bus.js.purge_stream(bus.names.events_stream, subject=bus.subjects.events_all(run_id))
+    await _purge(bus, run_id)
     return {"id": response_id, "object": "response.deleted", "deleted": True}
+
+
+async def _purge(bus: Bus, run_id: str) -> None:
+    """The run's events hold its answer (and its input, in the task's first event): gone too."""
+    await bus.js.purge_stream(bus.names.events_stream, subject=bus.subjects.events_all(run_id))
+
+
+async def forget(state: Any, db: Database, bus: Bus, user: Principal, run_id: str) -> None:
+    """`store: false`, once its run has ended: what the response was given and said is removed,
+    as `DELETE` removes it (the record is read once it has caught up with the run's log, so the
+    recorder writes nothing back after)."""
+    await current_task_view(db, bus, state.record_watch, user, run_id)
+    await db.run(_empty_unstored, run_id)
+    await _purge(bus, run_id)
+
+
+async def forgotten_after(events: AsyncIterator[bytes], state: Any, db: Database, bus: Bus, user: Principal,
+                          frames: ResponseFrames) -> AsyncIterator[bytes]:
+    """A stream of a response not stored: it is forgotten before its last event goes out (a client
+    that has that event finds it gone), or, when its client left before, once its run has ended."""
+    run_id = frames.translator.started.run_id
+    forgotten = False
+    try:
+        async for body in events:
+            if frames.translator.ending is not None and not forgotten:
+                forgotten = True
+                await forget(state, db, bus, user, run_id)
+            yield body
+    finally:
+        if not forgotten:
+            spawn(_forget_once_ended(state, db, bus, user, run_id, frames), f"response-forget-{run_id}")
+
+
+async def _forget_once_ended(state: Any, db: Database, bus: Bus, user: Principal, run_id: str,
+                             frames: ResponseFrames) -> None:
+    try:
+        if frames.translator.ending is None:  # followed to its end from the log's start, folded
+            following = ResponseFrames(Translator.for_mode(Started(run_id=run_id, conversation_id=None), None),
+                                       frames.model, frames.body, streamed=False)
+            await whole(state, bus, following)
+        await forget(state, db, bus, user, run_id)
+    except Exception as exc:  # the bus went away: the record stays, never served (`UNSTORED`)
+        log.warning("response %s%s not emptied: %s", PREFIX, run_id, exc)
