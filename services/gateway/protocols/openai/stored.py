@@ -6,7 +6,8 @@ user's is a 404 as an unknown one.
 
 Deleting a response removes what it said and was given — the run's events, its input and output
 — but not the task row's record of it (status, usage, cost: what the audit and the usage totals
-count), which is marked so that the response is a 404 from then on."""
+count), which is marked so that the response is a 404 from then on. A response asked with
+`store: false` is a 404 from the start and is emptied the same way once its run has ended."""
 
 from __future__ import annotations
 
@@ -145,7 +146,7 @@ def remember(session: Session, run_id: str, body: ResponseRequest, instructions_
     asked = body.model_dump(mode="json", exclude=set(_NOT_REPEATED), exclude_none=True)
     task.options = {**(task.options or {}), ASKED: asked,
                     **({INSTRUCTIONS_AT: instructions_at} if instructions_at is not None else {}),
-                    **({UNSTORED: True} if getattr(body, "store", None) is False else {})}
+                    **({UNSTORED: True} if isinstance(body, ResponseRequest) and body.store is False else {})}
     session.add(task)
     return _created_at(task)
 
@@ -234,10 +235,14 @@ async def _purge(bus: Bus, run_id: str) -> None:
 async def forget(state: Any, db: Database, bus: Bus, user: Principal, run_id: str) -> None:
     """`store: false`, once its run has ended: what the response was given and said is removed,
     as `DELETE` removes it (the record is read once it has caught up with the run's log, so the
-    recorder writes nothing back after)."""
-    await current_task_view(db, bus, state.record_watch, user, run_id)
-    await db.run(_empty_unstored, run_id)
-    await _purge(bus, run_id)
+    recorder writes nothing back after). A failure leaves them, never served (`UNSTORED`): the
+    answer the client is owed still goes out."""
+    try:
+        await current_task_view(db, bus, state.record_watch, user, run_id)
+        await db.run(_empty_unstored, run_id)
+        await _purge(bus, run_id)
+    except Exception as exc:  # the bus or the database went away
+        log.warning("response %s%s not emptied: %s", PREFIX, run_id, exc)
 
 
 async def forgotten_after(events: AsyncIterator[bytes], state: Any, db: Database, bus: Bus, user: Principal,
@@ -259,11 +264,8 @@ async def forgotten_after(events: AsyncIterator[bytes], state: Any, db: Database
 
 async def _forget_once_ended(state: Any, db: Database, bus: Bus, user: Principal, run_id: str,
                              frames: ResponseFrames) -> None:
-    try:
-        if frames.translator.ending is None:  # followed to its end from the log's start, folded
-            following = ResponseFrames(Translator.for_mode(Started(run_id=run_id, conversation_id=None), None),
-                                       frames.model, frames.body, streamed=False)
-            await whole(state, bus, following)
-        await forget(state, db, bus, user, run_id)
-    except Exception as exc:  # the bus went away: the record stays, never served (`UNSTORED`)
-        log.warning("response %s%s not emptied: %s", PREFIX, run_id, exc)
+    if frames.translator.ending is None:  # followed to its end from the log's start, folded
+        following = ResponseFrames(Translator.for_mode(Started(run_id=run_id, conversation_id=None), None),
+                                   frames.model, frames.body, streamed=False)
+        await whole(state, bus, following)  # never raises: a broken read ends it as failed
+    await forget(state, db, bus, user, run_id)
