@@ -381,7 +381,8 @@ async def test_remote_graph_as_a_subgraph_sends_the_whole_conversation_each_turn
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.pregel.remote import RemoteGraph
 
-    srv.script([oai.reply("Oslo."), oai.reply("Bergen."), oai.reply("Tromsø.", chunk_chars=3)])
+    srv.script([oai.reply("Oslo."), oai.reply("Bergen."), oai.reply("Tromsø.", chunk_chars=3),
+                oai.reply("Kristiansand.")])
     async with chat_stack(scripted) as stack:
         remote = RemoteGraph("chat-direct", client=lg(stack))
         parent = StateGraph(MessagesState).add_node("agent", remote).add_edge(START, "agent").compile(
@@ -406,3 +407,6 @@ async def test_remote_graph_as_a_subgraph_sends_the_whole_conversation_each_turn
         streamed = [part async for part in remote.astream({"messages": [("user", "North?")]}, config,
                                                           stream_mode="messages")]
         assert "".join(chunk["content"] for chunk, _ in streamed) == "Tromsø."
+        # With the recursion limit LangGraph code often raises (RemoteGraph sends it on): it holds.
+        deep = await remote.ainvoke({"messages": [("user", "South?")]}, {**config, "recursion_limit": 100})
+        assert deep["messages"][-1]["content"] == "Kristiansand."
