@@ -372,6 +372,44 @@ async def test_cancel_keeps_the_partial_answer_and_stateless_runs_leave_no_threa
         assert await eventually(only_the_kept_thread)
 
 
+async def test_query_parameters_are_read_or_refused_by_name(scripted: Settings, srv: oai.OpenAIServer) -> None:
+    """What the SDKs put in a query is honoured (a run list's `status` and `select`, a stream
+    join's `cancel_on_disconnect`) or refused naming it, never ignored; one no route reads is a 422."""
+    srv.script([oai.reply(ANSWER), oai.hang(HALF, seconds=600)])
+    async with chat_stack(scripted) as stack:
+        client = lg(stack)
+        await client.threads.create(thread_id="t-query")
+        done = await client.runs.create("t-query", "chat-direct", input=ask("First?"))
+        await client.runs.join("t-query", done["run_id"])
+        going = await client.runs.create("t-query", "chat-direct", input=ask("Tell me"))
+        await until_streaming(client, "t-query", going["run_id"])
+        assert [r["run_id"] for r in await client.runs.list("t-query", status="success")] == [done["run_id"]]
+        assert [r["run_id"] for r in await client.runs.list("t-query", status="running")] == [going["run_id"]]
+        assert await client.runs.list("t-query", status="error") == []
+        assert await client.runs.list("t-query", select=["run_id", "status"]) == [
+            {"run_id": going["run_id"], "status": "running"}, {"run_id": done["run_id"], "status": "success"}]
+
+        # A reader that joins with cancel_on_disconnect and leaves cancels the run.
+        async with asyncio.timeout(WAIT_S):
+            async for part in client.runs.join_stream("t-query", going["run_id"], stream_mode="messages-tuple",
+                                                      cancel_on_disconnect=True):
+                if part.event == "messages":
+                    break
+
+        async def cancelled() -> bool:
+            return bool((await client.runs.get("t-query", going["run_id"]))["status"] == "interrupted")
+
+        assert await eventually(cancelled)
+
+        native = await stack.client("lg-user")
+        for path, param in (("/lg/threads/t-query/state?select=values", "select"),
+                            ("/lg/threads/t-query?include=ttl", "include"),
+                            (f"/lg/threads/t-query/runs?state={going['run_id']}", "state"),
+                            ("/lg/threads/t-query/history?limit=2&page=3", "page")):
+            refused = await native.get(path)
+            assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == param, refused.text
+
+
 WORKFLOW = {"version": "1", "nodes": [{"id": "in", "kind": "input"},
                                       {"id": "out", "kind": "output", "config": {"value": "{{ in }}"}}],
             "edges": [{"source": "in", "target": "out"}]}

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import DatabaseDep
 from services.gateway.protocols.langgraph import assistant_store, assistants
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.listing import json_response, page_response
-from services.gateway.protocols.langgraph.refusals import refused
+from services.gateway.protocols.langgraph.refusals import known_query, refused
 from services.gateway.protocols.langgraph.routes import PREFIX
 from shared.settings import VERSION
 
-router = APIRouter(prefix=PREFIX, tags=["langgraph"])
+router = APIRouter(prefix=PREFIX, tags=["langgraph"], dependencies=[Depends(known_query)])
 
 
 @router.get("/ok")
@@ -88,13 +88,19 @@ async def assistant_schemas(assistant_id: str, user: LgUser, db: DatabaseDep) ->
     return json_response(await db.run(assistants.schemas, user, assistant_id))
 
 
+# `recurse`: the subgraphs' own subgraphs too; an assistant's graph has none at any depth.
+Recurse = Annotated[bool, Query()]
+
+
 @router.get("/assistants/{assistant_id}/subgraphs")
-async def assistant_subgraphs(assistant_id: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
+async def assistant_subgraphs(assistant_id: str, user: LgUser, db: DatabaseDep,
+                              recurse: Recurse = False) -> JSONResponse:
     return json_response(await db.run(assistants.subgraphs, user, assistant_id))
 
 
 @router.get("/assistants/{assistant_id}/subgraphs/{namespace}")
-async def assistant_subgraph(assistant_id: str, namespace: str, user: LgUser, db: DatabaseDep) -> JSONResponse:
+async def assistant_subgraph(assistant_id: str, namespace: str, user: LgUser, db: DatabaseDep,
+                             recurse: Recurse = False) -> JSONResponse:
     return json_response(await db.run(assistants.subgraphs, user, assistant_id))
 
 

@@ -3,16 +3,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from services.gateway.deps import BusDep, DatabaseDep
 from services.gateway.protocols.langgraph import crons
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.listing import json_response, page_response
+from services.gateway.protocols.langgraph.refusals import known_query
 from services.gateway.protocols.langgraph.routes import PREFIX
 
-router = APIRouter(prefix=PREFIX, tags=["langgraph"])
+router = APIRouter(prefix=PREFIX, tags=["langgraph"], dependencies=[Depends(known_query)])
 
 
 @router.post("/runs/crons")

@@ -1,12 +1,15 @@
 """How `/lg` refuses what it does not support, in one form: inside a request model, a field
 validator raising `unsupported(field, why)` (pydantic makes it a 422 naming the field); outside
 one, the `refused` problem. `refuse_when_set` is the validator of a field
-that is accepted only when it asks for nothing (absent, null, empty)."""
+that is accepted only when it asks for nothing (absent, null, empty). `known_query`, a dependency
+of every `/lg` route, refuses a query parameter the route does not read (FastAPI would ignore it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fastapi import Request
+from fastapi.dependencies.models import Dependant
 from pydantic import ValidationInfo, field_validator
 
 from services.gateway.problems import ApiProblem
@@ -32,3 +35,31 @@ def refused(field: str, why: str) -> ApiProblem:
     """A request refused outside its model (a value the route checks against what is stored)."""
     return ApiProblem(422, "Invalid request", f"{field}: {why}.",
                       errors=[{"code": "unsupported", "field": field, "message": why}])
+
+
+_read_by: dict[int, frozenset[str]] = {}  # a route's dependant → the query parameters it reads
+
+
+def _query_names(dependant: Dependant) -> frozenset[str]:
+    names: set[str] = set()
+    pending = [dependant]
+    while pending:
+        current = pending.pop()
+        names.update(field.alias for field in current.query_params)
+        pending.extend(current.dependencies)
+    return frozenset(names)
+
+
+async def known_query(request: Request) -> None:
+    """A query parameter the route does not read is a 422 naming it, as an unknown body field is."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known = _read_by.get(id(dependant))
+    if known is None:
+        known = _read_by[id(dependant)] = _query_names(dependant)
+    unknown = next((name for name in request.query_params if name not in known), None)
+    if unknown is not None:
+        reads = ", ".join(f"`{name}`" for name in sorted(known)) or "none"
+        raise refused(unknown, f"not a query parameter of this route (those it reads: {reads})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
@@ -26,6 +26,7 @@ from services.gateway.protocols.langgraph import (
 from services.gateway.protocols.langgraph.auth import LgUser
 from services.gateway.protocols.langgraph.guard import check_question
 from services.gateway.protocols.langgraph.listing import json_response
+from services.gateway.protocols.langgraph.refusals import known_query, refused
 from services.gateway.protocols.langgraph.run_request import checkpoint_id_of
 from services.gateway.protocols.langgraph.settled import settled
 from services.gateway.protocols.langgraph.stream import FrameId, LgFrames, parse_id
@@ -34,7 +35,7 @@ from services.gateway.triggers.callbacks import check_webhook
 from shared.bus import Bus
 
 PREFIX = "/lg"
-router = APIRouter(prefix=PREFIX, tags=["langgraph"])
+router = APIRouter(prefix=PREFIX, tags=["langgraph"], dependencies=[Depends(known_query)])
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)]
 RESUMED_AFTER = 7  # a resumed run's stream: every frame up to its approval's, the opening excepted
 
@@ -135,7 +136,10 @@ async def copy_thread(thread_id: str, request: Request, user: LgUser, db: Databa
 
 
 @router.get("/threads/{thread_id}")
-async def get_thread(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: MaybeBusDep) -> JSONResponse:
+async def get_thread(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: MaybeBusDep,
+                     include: Annotated[list[str] | None, Query()] = None) -> JSONResponse:
+    if include:
+        raise refused("include", "a thread is given whole; it has no time to live (`ttl`) or other part to add")
     return json_response(await threads.current(db, bus, request.app.state.record_watch, user, thread_id))
 
 
@@ -145,9 +149,21 @@ async def _state_at(request: Request, user: Principal, db: Database, bus: Bus | 
     return json_response(await db.run(history.state_at, user, thread_id, interrupts, checkpoint_id_of(checkpoint)))
 
 
+# What a state read asks in its query: `subgraphs` (the chat agent has none: the state is the same)
+# and `select` (refused: every state carries all its fields).
+Subgraphs = Annotated[bool, Query()]
+Select = Annotated[list[str] | None, Query()]
+
+
+def _all_fields(select: list[str] | None) -> None:
+    if select:
+        raise refused("select", "every state carries all its fields")
+
+
 @router.get("/threads/{thread_id}/state")
-async def thread_state(thread_id: str, request: Request, user: LgUser, db: DatabaseDep,
-                       bus: MaybeBusDep) -> JSONResponse:
+async def thread_state(thread_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: MaybeBusDep,
+                       subgraphs: Subgraphs = False, select: Select = None) -> JSONResponse:
+    _all_fields(select)
     return await _state_at(request, user, db, bus, thread_id, None)
 
 
@@ -162,7 +178,8 @@ async def update_thread_state(thread_id: str, body: state_update.StateUpdate, us
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
 async def thread_state_at(thread_id: str, checkpoint_id: str, request: Request, user: LgUser, db: DatabaseDep,
-                          bus: MaybeBusDep) -> JSONResponse:
+                          bus: MaybeBusDep, subgraphs: Subgraphs = False, select: Select = None) -> JSONResponse:
+    _all_fields(select)
     return await _state_at(request, user, db, bus, thread_id, checkpoint_id)
 
 
@@ -199,8 +216,10 @@ async def delete_thread(thread_id: str, user: LgUser, db: DatabaseDep, bus: Mayb
 
 @router.get("/threads/{thread_id}/runs")
 async def list_runs(thread_id: str, user: LgUser, db: DatabaseDep, limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-                    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0) -> JSONResponse:
-    return json_response(await db.run(runs.list_runs, user, thread_id, limit, offset))
+                    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+                    status: Annotated[runs.RunStatus | None, Query()] = None,
+                    select: Annotated[list[runs.RunField] | None, Query()] = None) -> JSONResponse:
+    return json_response(await db.run(runs.list_runs, user, thread_id, limit, offset, status, select))
 
 
 @router.post("/threads/{thread_id}/runs/stream", response_class=EventSourceResponse, responses=SSE_DOC)
@@ -246,8 +265,11 @@ async def delete_run(thread_id: str, run_id: str, user: LgUser, db: DatabaseDep)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep,
-                   bus: BusDep) -> JSONResponse:
+async def join_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
+                   cancel_on_disconnect: Annotated[bool, Query()] = False) -> JSONResponse:
+    if cancel_on_disconnect:  # the JS SDK sends it, false unless asked
+        raise refused("cancel_on_disconnect", "a join waits for the run and leaves it be; the stream join "
+                                              "(`GET …/runs/{run_id}/stream`) cancels it when its reader leaves")
     joined = await db.run(runs.joined, user, thread_id, run_id, ["values"])
     return json_response(await runs.wait(request.app.state, db, bus, joined))
 
@@ -255,11 +277,19 @@ async def join_run(thread_id: str, run_id: str, request: Request, user: LgUser, 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
 async def join_stream(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
                       stream_mode: Annotated[list[str] | None, Query()] = None,
+                      cancel_on_disconnect: Annotated[bool, Query()] = False,
+                      checkpoint_id: Annotated[str | None, Query(max_length=200)] = None,
+                      namespace: Annotated[list[str] | None, Query()] = None,
                       last_event_id: LastEventId = None) -> EventSourceResponse:
+    # `checkpoint_id` (useStream's rejoin sends the checkpoint it shows): a run streams from its own
+    # log, whatever the client shows. `namespace`: the chat agent has no subgraphs to stream.
+    if namespace:
+        raise refused("namespace", "the chat agent has no subgraphs to stream")
     after = parse_id(last_event_id)
     asked = [m for m in stream_mode or () if m]  # the SDK sends an empty `stream_mode` when none is given
-    return _stream(request, db, bus, await db.run(runs.joined, user, thread_id, run_id, asked or list(runs.JOIN_MODES)),
-                   after)
+    joined = await db.run(runs.joined, user, thread_id, run_id, asked or list(runs.JOIN_MODES))
+    return _stream(request, db, bus, joined, after,
+                   on_drop=runs.cancel_when_dropped(db, bus, user, joined.run) if cancel_on_disconnect else None)
 
 
 @router.get("/threads/{thread_id}/stream", response_class=EventSourceResponse, responses=SSE_DOC)
@@ -275,7 +305,10 @@ async def join_thread_stream(thread_id: str, request: Request, user: LgUser, db:
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
 async def cancel_run(thread_id: str, run_id: str, request: Request, user: LgUser, db: DatabaseDep, bus: BusDep,
                      wait: Annotated[bool, Query()] = False,
-                     action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt") -> Response:
+                     action: Annotated[Literal["interrupt", "rollback"], Query()] = "interrupt",
+                     reason: Annotated[str | None, Query(max_length=200)] = None) -> Response:
+    if reason:
+        raise refused("reason", "a cancelled run is cancelled; no reason is recorded with it")
     await runs.cancel(db, bus, user, thread_id, run_id, action)
     if wait:
         await runs.wait(request.app.state, db, bus, await db.run(runs.joined, user, thread_id, run_id, ["values"]))

@@ -38,6 +38,8 @@ from shared.contract.events import ApprovalRequestEvent
 
 log = logging.getLogger("agentix.gateway.langgraph")
 RunStatus = Literal["pending", "running", "error", "success", "timeout", "interrupted"]
+RunField = Literal["run_id", "thread_id", "assistant_id", "created_at", "updated_at", "status", "metadata",
+                   "multitask_strategy", "kwargs"]
 # A chat run's state → the LangGraph run status (a failed run whose task timed out: `timeout`).
 STATUS: Final[dict[str, RunStatus]] = {
     "queued": "pending", "planning": "running", "running": "running", "awaiting_approval": "interrupted",
@@ -78,11 +80,19 @@ def get(session: Session, user: Principal, thread_id: str, run_id: str) -> dict[
     return view(session, load(session, user, thread_id, run_id))
 
 
-def list_runs(session: Session, user: Principal, thread_id: str, limit: int, offset: int) -> list[dict[str, Any]]:
+def list_runs(session: Session, user: Principal, thread_id: str, limit: int, offset: int,
+              status: RunStatus | None = None, fields: list[RunField] | None = None) -> list[dict[str, Any]]:
+    """The thread's runs, newest first: those with `status`, if given, each with `fields` only, if given."""
     threads.load(session, user, thread_id)
-    rows = session.exec(select(ChatRun).where(ChatRun.conversation_id == thread_id)
-                        .order_by(col(ChatRun.seq).desc()).offset(offset).limit(limit))
-    return [view(session, r) for r in rows]
+    query = select(ChatRun).where(ChatRun.conversation_id == thread_id).order_by(col(ChatRun.seq).desc())
+    if status is None:
+        views = [view(session, r) for r in session.exec(query.offset(offset).limit(limit))]
+    else:  # a failed run is `error` or `timeout` by its task: filtered on the view, then paged
+        states = [state for state, shown in STATUS.items()
+                  if shown == status or (status, state) == ("timeout", "failed")]
+        views = [v for v in (view(session, r) for r in session.exec(query.where(col(ChatRun.state).in_(states))))
+                 if v["status"] == status][offset:offset + limit]
+    return [{k: v[k] for k in fields} for v in views] if fields else views
 
 
 def question(body: RunCreate, update: list[Said]) -> command.Asked:

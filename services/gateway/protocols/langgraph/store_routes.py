@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from services.gateway.deps import BusDep
 from services.gateway.protocols.langgraph import store
 from services.gateway.protocols.langgraph.auth import LgUser
+from services.gateway.protocols.langgraph.refusals import known_query
 from services.gateway.protocols.langgraph.routes import PREFIX
 
-router = APIRouter(prefix=f"{PREFIX}/store", tags=["langgraph"])
+router = APIRouter(prefix=f"{PREFIX}/store", tags=["langgraph"], dependencies=[Depends(known_query)])
 
 
 @router.put("/items", status_code=204)
