@@ -10,7 +10,8 @@ full prefix, and nests no other router."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.routing import Route
 
@@ -22,3 +23,30 @@ def add_routes(app: FastAPI, router: APIRouter) -> None:
         raise TypeError(f"{router.prefix or '/'}: only plain routes join the gateway, not {nested!r}; "
                         "give a nested router its full prefix and add it with add_routes")
     app.router.routes.extend(router.routes)
+
+
+_read_by: dict[int, frozenset[str]] = {}  # a route's dependant → the query parameters it reads
+
+
+def query_read(request: Request) -> frozenset[str]:
+    """The query parameters the request's route reads (its own and its dependencies')."""
+    dependant: Dependant | None = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return frozenset()
+    known = _read_by.get(id(dependant))
+    if known is None:
+        names: set[str] = set()
+        pending = [dependant]
+        while pending:
+            current = pending.pop()
+            names.update(field.alias for field in current.query_params)
+            pending.extend(current.dependencies)
+        known = _read_by[id(dependant)] = frozenset(names)
+    return known
+
+
+def query_unread(request: Request) -> str | None:
+    """The first query parameter the request's route does not read (FastAPI ignores it): a
+    protocol refuses it in its own error shape rather than ignore what its client asked."""
+    known = query_read(request)
+    return next((name for name in request.query_params if name not in known), None)

@@ -252,6 +252,33 @@ async def test_a_response_not_stored_is_answered_then_forgotten(stack: ChatStack
         assert "Kept to myself" not in events.text and "Streamed, then gone" not in events.text
 
 
+async def test_input_items_come_in_pages_and_what_no_route_reads_is_refused(
+    stack: ChatStack, scripted: oai.OpenAIServer,
+) -> None:
+    scripted.script([oai.reply("Five.")])
+    async with sdk(stack, "responses-pages") as ai:
+        made = await ai.responses.create(model="agentix-direct", input=[
+            {"role": "user", "content": "One"}, {"role": "assistant", "content": "Two"},
+            {"role": "user", "content": "Three"}, {"role": "assistant", "content": "Four"},
+            {"role": "user", "content": "Count on"}])
+        first = await ai.responses.input_items.list(made.id, order="asc", limit=2)
+        assert ([i.content[0].text for i in first.data], first.has_more) == (  # type: ignore[union-attr]
+            ["One", "Two"], True)
+        every = [i.content[0].text async for i in ai.responses.input_items.list(  # type: ignore[union-attr]
+            made.id, order="asc", limit=2)]  # the SDK pages on with `after`
+        assert every == ["One", "Two", "Three", "Four", "Count on"]
+        newest = await ai.responses.input_items.list(made.id, limit=1)
+        assert [i.content[0].text for i in newest.data] == ["Count on"]  # type: ignore[union-attr]
+        for call, param in ((ai.responses.retrieve(made.id, include=["message.output_text.logprobs"]), "include"),
+                            (ai.responses.input_items.list(made.id, include=["message.input_image.image_url"]),
+                             "include"),
+                            (ai.responses.retrieve(made.id, extra_query={"detail": "full"}), "detail"),
+                            (ai.models.list(extra_query={"owned_by": "agentix"}), "owned_by")):
+            with pytest.raises(openai.BadRequestError) as refused:
+                await call
+            assert refused.value.param == param
+
+
 def sent_turns(srv: oai.OpenAIServer) -> list[tuple[str, str]]:
     return [(m["role"], m["content"]) for m in srv.requests()[-1]["body"]["messages"][1:]]
 

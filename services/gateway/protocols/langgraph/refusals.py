@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from fastapi.dependencies.models import Dependant
 from pydantic import ValidationInfo, field_validator
 
 from services.gateway.problems import ApiProblem
+from services.gateway.routing import query_read, query_unread
 
 
 def unsupported(field: str, why: str) -> ValueError:
@@ -37,29 +37,9 @@ def refused(field: str, why: str) -> ApiProblem:
                       errors=[{"code": "unsupported", "field": field, "message": why}])
 
 
-_read_by: dict[int, frozenset[str]] = {}  # a route's dependant → the query parameters it reads
-
-
-def _query_names(dependant: Dependant) -> frozenset[str]:
-    names: set[str] = set()
-    pending = [dependant]
-    while pending:
-        current = pending.pop()
-        names.update(field.alias for field in current.query_params)
-        pending.extend(current.dependencies)
-    return frozenset(names)
-
-
 async def known_query(request: Request) -> None:
     """A query parameter the route does not read is a 422 naming it, as an unknown body field is."""
-    route = request.scope.get("route")
-    dependant = getattr(route, "dependant", None)
-    if dependant is None:
-        return
-    known = _read_by.get(id(dependant))
-    if known is None:
-        known = _read_by[id(dependant)] = _query_names(dependant)
-    unknown = next((name for name in request.query_params if name not in known), None)
+    unknown = query_unread(request)
     if unknown is not None:
-        reads = ", ".join(f"`{name}`" for name in sorted(known)) or "none"
+        reads = ", ".join(f"`{name}`" for name in sorted(query_read(request))) or "none"
         raise refused(unknown, f"not a query parameter of this route (those it reads: {reads})")

@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from fastapi import Request
 from pydantic import ValidationError
 
 from services.gateway.problems import ApiProblem
+from services.gateway.routing import query_unread
 from shared.contract.sampling import Sampling
 
 SERVED_TIERS: Final = (None, "auto", "default")
@@ -88,3 +90,10 @@ def refuse_set(given: Iterable[tuple[str, Any, str]]) -> None:
     for param, value, why in given:
         if value not in (None, False, [], {}):
             raise unsupported(param, why)
+
+
+async def known_query(request: Request) -> None:
+    """A query parameter the route does not read: a 400 naming it, as an unknown body field is."""
+    unknown = query_unread(request)
+    if unknown is not None:
+        refuse_unknown({unknown: True})

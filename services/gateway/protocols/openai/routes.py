@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
@@ -14,6 +14,7 @@ from services.gateway.deps import BusDep, DatabaseDep
 from services.gateway.protocols.openai import (
     assistants,
     embeddings,
+    params,
     response_input,
     responses,
     start,
@@ -29,7 +30,8 @@ from services.gateway.protocols.openai.wire import Head
 from services.gateway.runs.stream import NewRunFeed, sse_response
 
 # Not in /openapi.json, whose errors are problem+json: OpenAI's API reference describes these.
-router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, include_in_schema=False)
+router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIRoute, include_in_schema=False,
+                   dependencies=[Depends(params.known_query)])
 
 ConversationId = Annotated[str | None, Header(alias=start.CONVERSATION_ID, max_length=64)]
 ConversationWish = Annotated[str | None, Header(alias=start.CONVERSATION, max_length=16)]
@@ -126,11 +128,24 @@ async def create_response(body: response_input.ResponseRequest, request: Request
         new_feed.release()
 
 
+def _nothing_more(include: Annotated[list[str] | None, Query()] = None,
+                  include_listed: Annotated[list[str] | None, Query(alias="include[]")] = None) -> None:
+    """`include` (`include[]=…` as the openai SDK lists it) asks for more than a response or its
+    items carry here (logprobs, encrypted reasoning, search results…): refused by name."""
+    if include or include_listed:
+        raise params.unsupported("include", "a response is given with what it has; nothing more is kept to add.")
+
+
+NothingMore = Annotated[None, Depends(_nothing_more)]
+
+
 @router.get("/responses/{response_id}", response_model=None)
 async def get_response(response_id: str, request: Request, user: Caller, db: DatabaseDep, bus: BusDep,
                        stream_: Annotated[bool, Query(alias="stream")] = False,
-                       starting_after: Annotated[int | None, Query(ge=-1)] = None
+                       starting_after: Annotated[int | None, Query(ge=-1)] = None,
+                       _: NothingMore = None, include_obfuscation: Annotated[bool, Query()] = True,
                        ) -> dict[str, Any] | EventSourceResponse:
+    # `include_obfuscation` is a no-op, as at creation (`stream_options.include_obfuscation`).
     frames, live = await stored.frames_of(db, user, response_id, stream_, starting_after)
     if not stream_:
         return await responses.now(request.app.state, bus, frames)
@@ -154,5 +169,8 @@ async def delete_response(response_id: str, request: Request, user: Caller, db: 
 
 @router.get("/responses/{response_id}/input_items")
 async def response_input_items(response_id: str, user: Caller, db: DatabaseDep,
-                               order: Annotated[Literal["asc", "desc"], Query()] = "desc") -> dict[str, Any]:
-    return await stored.input_items(db, user, response_id, order)
+                               order: Annotated[Literal["asc", "desc"], Query()] = "desc",
+                               limit: Annotated[int, Query(ge=1, le=100)] = 20,
+                               after: Annotated[str | None, Query(max_length=200)] = None,
+                               _: NothingMore = None) -> dict[str, Any]:
+    return await stored.input_items(db, user, response_id, order, limit, after)

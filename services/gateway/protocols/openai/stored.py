@@ -100,16 +100,25 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
     return {"type": "input_text", "text": str(part.get("text") or "")}
 
 
-async def input_items(db: Database, user: Principal, response_id: str, order: str) -> dict[str, Any]:
+async def input_items(db: Database, user: Principal, response_id: str, order: str, limit: int = 20,
+                      after: str | None = None) -> dict[str, Any]:
     """The items the response's run was given (the earlier turns, then the user's), as
-    `input_items` lists them: newest first unless `order=asc`, in one page."""
+    `input_items` lists them: newest first unless `order=asc`, `limit` at a time, after the item
+    `after` (the last one of the page before)."""
     run_id = _run_id(response_id)
     given = await db.run(_turns_given, user, run_id)
     items = [item for index, turn in enumerate(given) for item in _items_of(turn, run_id, index)]
     if order != "asc":
         items.reverse()
-    return {"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
-            "last_id": items[-1]["id"] if items else None, "has_more": False}
+    if after is not None:
+        at = next((n for n, item in enumerate(items) if item["id"] == after), None)
+        if at is None:
+            raise ApiProblem(400, "Bad Request", f"`after`: the response has no input item `{after}`.",
+                             errors=[{"code": "invalid_value", "message": "no such item", "field": "after"}])
+        items = items[at + 1:]
+    page = items[:limit]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": len(items) > limit}
 
 
 async def previous_turns(state: Any, db: Database, bus: Bus, user: Principal, response_id: str) -> list[dict[str, Any]]:
