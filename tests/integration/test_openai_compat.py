@@ -60,6 +60,16 @@ def sdk(stack: ChatStack, user: str, **headers: str) -> AsyncOpenAI:
                        max_retries=0, timeout=90, default_headers=headers or None)
 
 
+async def assert_gone(ai: AsyncOpenAI, response_id: str) -> None:
+    """A response deleted or not stored: no read of it, and nothing can go on from it."""
+    with pytest.raises(openai.NotFoundError):
+        await ai.responses.retrieve(response_id)
+    with pytest.raises(openai.NotFoundError):
+        await ai.responses.input_items.list(response_id)
+    with pytest.raises(openai.NotFoundError):
+        await ai.responses.create(model="agentix-direct", input="Go on", previous_response_id=response_id)
+
+
 async def native(stack: ChatStack, user: str) -> httpx.AsyncClient:
     return await stack.client(user)
 
