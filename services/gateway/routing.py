@@ -25,24 +25,17 @@ def add_routes(app: FastAPI, router: APIRouter) -> None:
     app.router.routes.extend(router.routes)
 
 
-_read_by: dict[int, frozenset[str]] = {}  # a route's dependant → the query parameters it reads
-
-
 def query_read(request: Request) -> frozenset[str]:
-    """The query parameters the request's route reads (its own and its dependencies')."""
+    """The query parameters the request's route reads (its own and its dependencies'). Walked per
+    request: a few dependants, and a route's identity is not a safe key across apps."""
     dependant: Dependant | None = getattr(request.scope.get("route"), "dependant", None)
-    if dependant is None:
-        return frozenset()
-    known = _read_by.get(id(dependant))
-    if known is None:
-        names: set[str] = set()
-        pending = [dependant]
-        while pending:
-            current = pending.pop()
-            names.update(field.alias for field in current.query_params)
-            pending.extend(current.dependencies)
-        known = _read_by[id(dependant)] = frozenset(names)
-    return known
+    names: set[str] = set()
+    pending = [dependant] if dependant is not None else []
+    while pending:
+        current = pending.pop()
+        names.update(field.alias for field in current.query_params)
+        pending.extend(current.dependencies)
+    return frozenset(names)
 
 
 def query_unread(request: Request) -> str | None:
