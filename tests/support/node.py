@@ -3,6 +3,7 @@ machine has), and the npm packages of a test folder installed from its committed
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -31,7 +32,17 @@ def node_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 def npm_installed(folder: Path, package: str) -> str | None:
     """Make sure `folder`'s npm packages are installed (`npm ci` from its committed lockfile when
-    `package` is missing); None when they are, else why they are not (a reason to skip on)."""
+    `package` is missing); None when they are, else why they are not (a reason to skip on).
+
+    Under a lock on the folder: test files of one folder run on different workers at once, and
+    `npm ci` empties `node_modules` before it fills it, so a worker that looked without the lock
+    could run Node on a half-installed package, or have it removed under its feet."""
+    with (folder / ".npm-install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _install(folder, package)
+
+
+def _install(folder: Path, package: str) -> str | None:
     if (folder / "node_modules" / package).exists():
         return None
     node = node_binary()

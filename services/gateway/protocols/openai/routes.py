@@ -128,8 +128,8 @@ async def create_response(body: response_input.ResponseRequest, request: Request
         new_feed.release()
 
 
-def _nothing_more(include: Annotated[list[str] | None, Query()] = None,
-                  include_listed: Annotated[list[str] | None, Query(alias="include[]")] = None) -> None:
+async def _nothing_more(include: Annotated[list[str] | None, Query()] = None,
+                        include_listed: Annotated[list[str] | None, Query(alias="include[]")] = None) -> None:
     """`include` (`include[]=…` as the openai SDK lists it) asks for more than a response or its
     items carry here (logprobs, encrypted reasoning, search results…): refused by name."""
     if include or include_listed:
