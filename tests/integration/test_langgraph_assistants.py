@@ -82,6 +82,10 @@ async def test_assistants_made_updated_searched_counted_run_and_deleted(scripted
         aid = made["assistant_id"]
         assert (made["graph_id"], made["version"], made["metadata"]["team"]) == ("chat", 1, "a")
         assert (await client.assistants.get(aid))["config"] == {"configurable": {"mode": "direct", "model": "m"}}
+        deep = await client.assistants.create(graph_id="chat", config={"recursion_limit": 50,
+                                                                       "configurable": {"mode": "react"}})
+        assert (await client.assistants.get(deep["assistant_id"]))["config"]["recursion_limit"] == 50
+        await client.assistants.delete(deep["assistant_id"])
         for bad, field in (({"config": {"configurable": {"system_prompt": "Be terse."}}}, "system_prompt"),
                            ({"config": {"configurable": {"tools": ["memory_get"]}}}, "tools"),
                            ({"config": {"recursion_limit": 5}}, "recursion_limit")):

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, func, select
 from services.gateway.access.principal import Principal
 from services.gateway.chat.modes import MODES
 from services.gateway.problems import ApiProblem
+from services.gateway.protocols.langgraph import recursion
 from services.gateway.protocols.langgraph.refusals import refused
 from services.gateway.tables import LgAssistant, LgAssistantVersion, aware, now
 
@@ -66,10 +67,16 @@ def _check_settings(field: str, given: dict[str, Any]) -> None:
 
 
 def check_config(config: dict[str, Any] | None, context: dict[str, Any] | None) -> None:
-    """Only `configurable`/`context` `{mode, model}`: anything else is refused, by name."""
+    """Only `configurable`/`context` `{mode, model}` and a `recursion_limit` that holds
+    (recursion.py): anything else is refused, by name."""
     for key, value in (config or {}).items():
+        if key == "recursion_limit":
+            if (why := recursion.why_not(value)) is not None:
+                raise refused("config.recursion_limit", why)
+            continue
         if key != "configurable":
-            raise refused(f"config.{key}", "not supported (an assistant's config is `configurable: {mode, model}`)")
+            raise refused(f"config.{key}", "not supported (an assistant's config is `configurable: {mode, model}` "
+                                           "and `recursion_limit`)")
         if not isinstance(value, dict):
             raise refused("config.configurable", "an object")
         _check_settings("config.configurable", value)

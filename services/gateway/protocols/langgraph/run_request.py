@@ -15,8 +15,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from services.gateway.chat.modes import REACT_MAX_STEPS
-from services.gateway.protocols.langgraph import assistants
+from services.gateway.protocols.langgraph import assistants, recursion
 from services.gateway.protocols.langgraph.refusals import refuse_when_set, unsupported
 
 STREAM_MODES: Final = frozenset({"values", "updates", "messages-tuple", "messages", "custom", "events", "debug",
@@ -29,11 +28,6 @@ REFUSED_MODES: Final = {
 CONFIGURABLE: Final = frozenset({"model", "thread_id", "assistant_id", "graph_id", "user_id", "checkpoint_id",
                                  "checkpoint_ns", "checkpoint_map"})
 CONTEXT: Final = frozenset({"model"})
-# LangGraph's `recursion_limit` bounds a run's steps. A chat run takes at most this many as LangGraph
-# counts them (each tool round a model step and a tool step, then the answer; a plan and its
-# approval before them) and is never stopped sooner, so a limit at least this high holds for every
-# run; a lower one, which a LangGraph server would stop a run at, is refused.
-RUN_MAX_STEPS: Final = 2 * REACT_MAX_STEPS + 4
 
 
 def checkpoint_id_of(value: Any) -> str | None:
@@ -136,10 +130,8 @@ class RunCreate(BaseModel):
             if key == "metadata" and not isinstance(item, dict | None):
                 raise unsupported("config.metadata", "metadata is an object")
             if key == "recursion_limit":
-                if isinstance(item, bool) or not isinstance(item, int) or item < RUN_MAX_STEPS:
-                    raise unsupported("config.recursion_limit",
-                                      f"a chat run takes up to {RUN_MAX_STEPS} steps as LangGraph counts them and is "
-                                      f"not stopped sooner: a limit of at least {RUN_MAX_STEPS} holds for every run")
+                if (why := recursion.why_not(item)) is not None:
+                    raise unsupported("config.recursion_limit", why)
                 continue
             if key not in ("configurable", "metadata") and item not in (None, {}, []):
                 raise unsupported(f"config.{key}", "`config.configurable`, `config.metadata` and "
