@@ -106,8 +106,12 @@ export async function schedules({ page }) {
   // 6. A hook: URL and secret shown once; the secret signs a call the URL takes.
   const hookName = `hook-${rand()}`;
   await nav(page, 'Hooks', /\/console\/hooks$/);
-  await page.getByLabel('Name', { exact: true }).fill(hookName);
-  await page.getByLabel('Workflow', { exact: true }).selectOption(wf.id);
+  // Filled through the hook form itself (which waits for it to be drawn): filled by a page-wide
+  // label, the POST once went out with an empty name in CI, as if the fill had reached the page
+  // before, whose form has a Name field too.
+  const hookForm = page.locator('form[aria-labelledby="hook-new"]');
+  await hookForm.getByLabel('Name', { exact: true }).fill(hookName);
+  await hookForm.getByLabel('Workflow', { exact: true }).selectOption(wf.id);
   const [hookMade] = await Promise.all([postOf(page, '/hooks'), page.click('[data-action="make-hook"]')]);
   check(hookMade.status() === 201, `POST /hooks answered ${hookMade.status()}: ${await hookMade.text()}`);
   const secret = (await page.locator('[data-testid="hook-secret"]').textContent()).trim();
