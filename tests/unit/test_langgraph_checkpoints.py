@@ -15,18 +15,18 @@ def _run(seq: int, run_id: str, follows: str | None = None, again: str | None = 
                    meta={"source": "update"} if update else {})
 
 
-def _points(runs: list[ChatRun], asked: set[str]) -> list[tuple[str, str | None, int]]:
+def _points(runs: list[ChatRun]) -> list[tuple[str, str | None, int]]:
     _, parents = lineage.links_of((r.id, r.follows) for r in runs)
-    return [(p.id, p.parent, p.step) for p in chain(runs, parents, asked)]
+    return [(p.id, p.parent, p.step) for p in chain(runs, parents)]
 
 
 def test_a_thread_without_turns_has_no_checkpoint() -> None:
-    assert chain([], {}, set()) == []
+    assert chain([], {}) == []
 
 
 def test_each_asking_turn_has_its_questions_checkpoint_then_its_own() -> None:
     runs = [_run(1, "a"), _run(2, "u", update=True), _run(3, "b")]
-    assert _points(runs, {"a", "u", "b"}) == [
+    assert _points(runs) == [
         (START, None, -1),
         (question_id("a"), START, 0), ("a", question_id("a"), 1),
         ("u", "a", 2),  # an update's turn ran nothing: its own checkpoint only
@@ -37,7 +37,7 @@ def test_each_asking_turn_has_its_questions_checkpoint_then_its_own() -> None:
 def test_branches_answers_made_again_and_a_first_question_said_again() -> None:
     runs = [_run(1, "a"), _run(2, "b"), _run(3, "b2", follows="a"), _run(4, "b3", follows="a", again="b"),
             _run(5, "a2", follows=lineage.START)]
-    points = _points(runs, {r.id for r in runs})
+    points = _points(runs)
     by_id = {point: (parent, step) for point, parent, step in points}
     assert by_id[question_id("b2")] == ("a", 2)  # a branch from the first turn
     assert by_id["b3"] == (question_id("b"), 3)  # beside b's answer, under b's question

@@ -48,14 +48,13 @@ class Checkpoint:
     step: int  # its depth on its branch: -1 for the start, one more for each checkpoint after it
 
 
-def asking(session: Session, thread_id: str) -> set[str]:
-    """The thread's runs that asked the model a question (an update's turn did not)."""
-    said = session.exec(select(ChatMessage.run_id).where(ChatMessage.conversation_id == thread_id,
-                                                         ChatMessage.role == "user").distinct())
-    return {run_id for run_id in said if run_id is not None}
+def asks(run: ChatRun) -> bool:
+    """Whether the run asked the model a question: every turn does but an update's, which adds
+    messages and runs nothing (`metadata.source: "update"`: update_state, `command.update`)."""
+    return (run.meta or {}).get("source") != "update"
 
 
-def chain(runs: list[ChatRun], parents: lineage.Links, asked: set[str]) -> list[Checkpoint]:
+def chain(runs: list[ChatRun], parents: lineage.Links) -> list[Checkpoint]:
     """Every checkpoint of `runs` (in seq order), in the order they were made: each turn's
     question's before its own, which goes on from it (from the first question's, for a run that
     answers a question again)."""
@@ -69,7 +68,7 @@ def chain(runs: list[ChatRun], parents: lineage.Links, asked: set[str]) -> list[
         follows = parents.get(run.id)
         base = own.get(follows, start) if follows is not None else start
         before = questions.get(run.answers_again) if run.answers_again else None
-        if before is None and run.id in asked and (run.meta or {}).get("source") != "update":
+        if before is None and asks(run):
             before = questions[run.id] = Checkpoint(question_id(run.id), run, True, base.id, base.step + 1)
             out.append(before)
         before = before or base
@@ -82,7 +81,7 @@ def of_thread(session: Session, thread_id: str) -> tuple[list[Checkpoint], linea
     """The thread's checkpoints (`chain`), and what each of its runs goes on from."""
     runs = list(session.exec(select(ChatRun).where(ChatRun.conversation_id == thread_id).order_by(col(ChatRun.seq))))
     _, parents = lineage.links_of((run.id, run.follows) for run in runs)
-    return chain(runs, parents, asking(session, thread_id)), parents
+    return chain(runs, parents), parents
 
 
 def asked_state(session: Session, run: ChatRun, parents: lineage.Links) -> list[dict[str, Any]]:

@@ -162,7 +162,7 @@ def _runnable_on(session: Session, user: Principal, thread_id: str, body: RunCre
 
 def _stream_of(session: Session, run: ChatRun, modes: frozenset[str]) -> RunStream:
     points, parents = checkpoints.of_thread(session, run.conversation_id)
-    if (run.meta or {}).get("source") == "update":  # a turn that ran nothing: it starts with all it added
+    if not checkpoints.asks(run):  # a turn that ran nothing: it starts with all it added
         before = threads.history(session, run.conversation_id, before_seq=run.seq + 1,
                                  runs=lineage.branch_of(parents, run.id))
     else:
@@ -249,8 +249,7 @@ async def _answer_again(db: Database, bus: Bus | None, user: Principal, thread_i
         first = session.get(ChatRun, again)
         said = session.exec(select(ChatMessage).where(ChatMessage.run_id == again, ChatMessage.role == "user")
                             .order_by(col(ChatMessage.id))).first()
-        if first is None or first.conversation_id != thread_id or said is None \
-                or (first.meta or {}).get("source") == "update":
+        if first is None or first.conversation_id != thread_id or said is None or not checkpoints.asks(first):
             raise checkpoints.not_found(thread_id, checkpoints.question_id(again))
         follows = lineage.links(session, thread_id)[1].get(again) or lineage.START
         return mode, model, said, follows
